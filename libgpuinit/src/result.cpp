@@ -12,6 +12,8 @@ Error os_error(int code, std::string_view what) {
     return Error{code, std::move(message)};
 }
 
-Error errno_error(std::string_view what) { return os_error(errno, what); }
+Error errno_error(std::string_view what) {
+    return os_error(errno, what);
+}
 
 } // namespace gpuinit

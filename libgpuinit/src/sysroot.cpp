@@ -1,14 +1,13 @@
 #include "gpuinit/sysroot.hpp"
 
+#include "gpuinit/text.hpp"
+
+#include <algorithm>
+#include <cerrno>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-
-#include "gpuinit/text.hpp"
 
 namespace gpuinit {
 
@@ -126,8 +125,8 @@ Result<UniqueFd> Sysroot::open_dir_nofollow(std::string_view rel, bool create, m
         if (component.empty() || component == "." || component == "..") {
             return Error{EINVAL, "refusing path component '" + component + "' in " + walked};
         }
-        int fd = ::openat(dir.get(), component.c_str(),
-                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd =
+            ::openat(dir.get(), component.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT && create) {
             if (::mkdirat(dir.get(), component.c_str(), mode) != 0 && errno != EEXIST) {
                 return errno_error("cannot create directory " + display(walked));

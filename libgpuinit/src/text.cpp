@@ -7,7 +7,9 @@ namespace gpuinit {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v';
+}
 
 std::optional<uint64_t> parse_in_base(std::string_view text, unsigned base, uint64_t max) {
     if (text.empty()) {
@@ -25,7 +27,7 @@ std::optional<uint64_t> parse_in_base(std::string_view text, unsigned base, uint
         } else {
             return std::nullopt;
         }
-        if (digit >= base) {
+        if (digit >= base || digit > max) {
             return std::nullopt;
         }
         if (value > (max - digit) / base) {
@@ -95,11 +97,17 @@ std::optional<uint64_t> parse_hex(std::string_view text, uint64_t max) {
     return parse_in_base(text, 16, max);
 }
 
+std::optional<uint64_t> parse_hex_digits(std::string_view text, uint64_t max) {
+    return parse_in_base(text, 16, max);
+}
+
 std::optional<uint64_t> parse_octal(std::string_view text, uint64_t max) {
     return parse_in_base(text, 8, max);
 }
 
-std::string format_mode(unsigned mode) { return format("%04o", mode & 07777u); }
+std::string format_mode(unsigned mode) {
+    return format("%04o", mode & 07777u);
+}
 
 std::string format(const char* fmt, ...) {
     va_list args;

@@ -2,14 +2,13 @@
 // test or an admin can point a tool at a copy of a machine.
 #pragma once
 
-#include <sys/types.h>
+#include "gpuinit/result.hpp"
+#include "gpuinit/unique_fd.hpp"
 
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 #include <vector>
-
-#include "gpuinit/result.hpp"
-#include "gpuinit/unique_fd.hpp"
 
 namespace gpuinit {
 

@@ -18,7 +18,10 @@ bool starts_with(std::string_view text, std::string_view prefix);
 // Strict unsigned parsers: the whole of `text` must be digits in the base,
 // and the value must fit in `max`.
 std::optional<uint64_t> parse_decimal(std::string_view text, uint64_t max = UINT64_MAX);
+// Hex with an optional "0x" prefix, as sysfs prints it.
 std::optional<uint64_t> parse_hex(std::string_view text, uint64_t max = UINT64_MAX);
+// Hex digits only, no prefix.
+std::optional<uint64_t> parse_hex_digits(std::string_view text, uint64_t max = UINT64_MAX);
 std::optional<uint64_t> parse_octal(std::string_view text, uint64_t max = UINT64_MAX);
 
 // "0660" style rendering of a permission mode.

@@ -1,0 +1,33 @@
+// A minimal streaming JSON writer for --json output (no iostream).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpuinit {
+
+class JsonWriter {
+  public:
+    JsonWriter& begin_object();
+    JsonWriter& end_object();
+    JsonWriter& begin_array();
+    JsonWriter& end_array();
+    JsonWriter& key(std::string_view name);
+    JsonWriter& value(std::string_view text);
+    JsonWriter& value(const char* text) { return value(std::string_view(text)); }
+    JsonWriter& value(uint64_t number);
+    JsonWriter& value(int number);
+    JsonWriter& value(unsigned number) { return value(static_cast<uint64_t>(number)); }
+    JsonWriter& value(bool flag);
+    JsonWriter& null();
+
+    const std::string& str() const { return out_; }
+
+  private:
+    void separate();
+    std::string out_;
+    bool need_comma_ = false;
+};
+
+} // namespace gpuinit

@@ -1,0 +1,281 @@
+// gpu-mknod's planning on generated fixture roots. These run as any user:
+// a dry run only inspects the tree.
+#include "gpuinit/mknod.hpp"
+#include "machine_fixture.hpp"
+#include "temp_dir.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+
+namespace gpuinit {
+
+using testing::FakeMachine;
+using testing::FakePciFunction;
+using testing::TempDir;
+using testing::workstation;
+using testing::write_fixture;
+
+namespace {
+
+MknodOutcome dry_run(const FakeMachine& machine, const TempDir& dir,
+                     PlanRequest request = PlanRequest()) {
+    EXPECT_TRUE(write_fixture(machine, dir.path()));
+    MknodOptions options;
+    options.root = dir.path();
+    options.dry_run = true;
+    options.request = std::move(request);
+    return run_mknod(options);
+}
+
+const NodeSpec* find_node(const MknodOutcome& outcome, const std::string& name) {
+    for (const NodeSpec& node : outcome.plan.nodes) {
+        if (node.name == name) {
+            return &node;
+        }
+    }
+    return nullptr;
+}
+
+bool has_problem(const MknodOutcome& outcome, const std::string& text, bool error) {
+    return std::any_of(outcome.plan.problems.begin(), outcome.plan.problems.end(),
+                       [&](const Problem& p) {
+                           return p.message.find(text) != std::string::npos &&
+                                  (p.severity == Problem::Severity::Error) == error;
+                       });
+}
+
+std::string problems_of(const MknodOutcome& outcome) {
+    std::string all = outcome.fatal;
+    for (const Problem& p : outcome.plan.problems) {
+        all += "\n" + p.message;
+    }
+    return all;
+}
+
+} // namespace
+
+class GpuCount : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(GpuCount, EveryGpuGetsItsOwnGroup) {
+    unsigned gpus = GetParam();
+    TempDir dir;
+    FakeMachine machine = workstation(gpus);
+    MknodOutcome outcome = dry_run(machine, dir);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    ASSERT_EQ(outcome.machine.gpus.size(), gpus);
+    // nvidiaN for each GPU plus nvidiactl, nvidia-uvm and nvidia-uvm-tools.
+    EXPECT_EQ(outcome.plan.nodes.size(), gpus + 3);
+    EXPECT_EQ(outcome.plan.links.size(), gpus + 3);
+    for (unsigned i = 0; i < gpus; ++i) {
+        const NodeSpec* node = find_node(outcome, "nvidia" + std::to_string(i));
+        ASSERT_NE(node, nullptr) << i;
+        EXPECT_EQ(node->major, 195u);
+        EXPECT_EQ(node->minor, i);
+        EXPECT_EQ(node->uid, 0u);
+        EXPECT_EQ(node->gid, machine.gid_of("nvidia" + std::to_string(i)));
+        EXPECT_EQ(node->mode, 0660u);
+    }
+    const NodeSpec* ctl = find_node(outcome, "nvidiactl");
+    ASSERT_NE(ctl, nullptr);
+    EXPECT_EQ(ctl->minor, 255u);
+    EXPECT_EQ(ctl->mode, 0666u);
+    const NodeSpec* uvm_tools = find_node(outcome, "nvidia-uvm-tools");
+    ASSERT_NE(uvm_tools, nullptr);
+    EXPECT_EQ(uvm_tools->major, 510u);
+    EXPECT_EQ(uvm_tools->minor, 1u);
+    EXPECT_EQ(outcome.result.count(Change::Kind::Create), 2 * (gpus + 3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Machines, GpuCount, ::testing::Values(1u, 4u, 8u, 16u));
+
+TEST(MknodPlan, MinorsComeFromTheDriverNotPciOrder) {
+    TempDir dir;
+    FakeMachine machine = workstation(4);
+    // The driver probed in another order than the PCI listing.
+    unsigned minors[] = {2, 0, 3, 1};
+    unsigned next = 0;
+    for (FakePciFunction& f : machine.pci) {
+        if (f.minor) {
+            f.minor = minors[next++];
+        }
+    }
+    MknodOutcome outcome = dry_run(machine, dir);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    EXPECT_EQ(outcome.machine.gpus[0].bdf, "0000:27:00.0");
+    EXPECT_EQ(outcome.machine.gpus[0].minor, 0u);
+    const NodeSpec* first_in_pci = find_node(outcome, "nvidia2");
+    ASSERT_NE(first_in_pci, nullptr);
+    EXPECT_EQ(first_in_pci->subject, "GPU 2 (0000:17:00.0)");
+    EXPECT_EQ(first_in_pci->gid, machine.gid_of("nvidia2"));
+}
+
+TEST(MknodPlan, Class0380GpuCountsAndAudioDoesNot) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.pci[3].pci_class = 0x038000; // the second GPU
+    MknodOutcome outcome = dry_run(machine, dir);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    EXPECT_EQ(outcome.machine.gpus.size(), 2u);
+    EXPECT_TRUE(outcome.machine.unusable.empty()); // the audio function is not a GPU
+    EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
+}
+
+TEST(MknodPlan, AGpuNotBoundToTheDriverIsReported) {
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    machine.pci[3].minor.reset(); // second GPU: bound to vfio-pci
+    machine.pci[4].minor = 1;
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    ASSERT_EQ(outcome.machine.unusable.size(), 1u);
+    EXPECT_EQ(outcome.machine.unusable[0].bdf, "0000:27:00.0");
+    EXPECT_TRUE(has_problem(outcome, "0000:27:00.0 gets no node", false));
+    EXPECT_EQ(find_node(outcome, "nvidia2"), nullptr);
+
+    TempDir by_device;
+    PlanRequest request{PlanRequest::Scope::Device, "27:00.0"};
+    EXPECT_EQ(dry_run(machine, by_device, request).exit_code, kExitPartial);
+}
+
+TEST(MknodPlan, LegacyFrontendName) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.legacy_frontend = true;
+    MknodOutcome outcome = dry_run(machine, dir);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    EXPECT_TRUE(outcome.machine.legacy_frontend);
+    EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
+    EXPECT_NE(find_node(outcome, "nvidiactl"), nullptr);
+}
+
+TEST(MknodPlan, UvmNotLoadedMeansNoUvmNodes) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.uvm_loaded = false;
+    MknodOutcome outcome = dry_run(machine, dir);
+    ASSERT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_EQ(find_node(outcome, "nvidia-uvm"), nullptr);
+    EXPECT_EQ(find_node(outcome, "nvidia-uvm-tools"), nullptr);
+    EXPECT_EQ(outcome.plan.nodes.size(), 3u);
+}
+
+TEST(MknodPlan, ModesetNodeWhenLoaded) {
+    TempDir dir;
+    FakeMachine machine = workstation(1);
+    machine.modeset_loaded = true;
+    MknodOutcome outcome = dry_run(machine, dir);
+    const NodeSpec* modeset = find_node(outcome, "nvidia-modeset");
+    ASSERT_NE(modeset, nullptr);
+    EXPECT_EQ(modeset->minor, 254u);
+}
+
+TEST(MknodPlan, DriverNotLoadedDoesNothing) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.driver_loaded = false;
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
+    EXPECT_NE(outcome.fatal.find("not loaded"), std::string::npos) << outcome.fatal;
+    EXPECT_NE(outcome.fatal.find("gpu-modload"), std::string::npos);
+}
+
+TEST(MknodPlan, MalformedProcDevicesNamesTheLine) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.proc_devices_override = "Character devices:\n  1 mem\n195 nvidia\nbogus\n";
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
+    EXPECT_NE(outcome.fatal.find(dir / "proc/devices:4:"), std::string::npos) << outcome.fatal;
+    EXPECT_TRUE(outcome.plan.nodes.empty());
+}
+
+TEST(MknodPlan, InformationWithoutMinorSkipsOnlyThatGpu) {
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    machine.pci[3].information_has_minor = false;
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    EXPECT_TRUE(has_problem(outcome, "0000:27:00.0/information:", true)) << problems_of(outcome);
+    EXPECT_NE(find_node(outcome, "nvidia0"), nullptr);
+    EXPECT_EQ(find_node(outcome, "nvidia1"), nullptr);
+    EXPECT_NE(find_node(outcome, "nvidia2"), nullptr);
+}
+
+TEST(MknodPlan, NoDriverViewFallsBackToPciOrderWithAWarning) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.driver_gpus_dir = false;
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_FALSE(outcome.machine.minors_from_driver);
+    EXPECT_TRUE(has_problem(outcome, "minors guessed from PCI order", false));
+    EXPECT_EQ(outcome.machine.gpus[1].bdf, "0000:27:00.0");
+}
+
+TEST(MknodPlan, MissingGroupGetsARootOnlyNodeAndTheFix) {
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    machine.groups.pop_back(); // no nvidia2
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    EXPECT_TRUE(has_problem(outcome, "group nvidia2 does not exist", true));
+    EXPECT_TRUE(has_problem(outcome, "groupadd nvidia2", true));
+    const NodeSpec* node = find_node(outcome, "nvidia2");
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->gid, 0u);
+    EXPECT_EQ(node->mode, 0600u);
+    EXPECT_EQ(find_node(outcome, "nvidia1")->mode, 0660u); // the others proceed
+}
+
+TEST(MknodPlan, BadPolicyLineChangesNothing) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.policy = "gpu=0 group=nvidia0\ngpu=1 group=nvidia1 mode=0999\n";
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
+    EXPECT_NE(outcome.fatal.find("gpu-restriction.conf:2: mode=0999"), std::string::npos)
+        << outcome.fatal;
+    EXPECT_TRUE(outcome.result.changes.empty());
+}
+
+TEST(MknodPlan, PolicyNamingAnUnknownGpuWarns) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.groups.push_back("ml");
+    machine.policy = "gpu=0 group=ml mode=0640\ngpu=5 group=ml\n";
+    MknodOutcome outcome = dry_run(machine, dir);
+    EXPECT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_TRUE(has_problem(outcome, "gpu-restriction.conf:2: gpu=5 matches no GPU", false))
+        << problems_of(outcome);
+    EXPECT_EQ(find_node(outcome, "nvidia0")->gid, machine.gid_of("ml"));
+    EXPECT_EQ(find_node(outcome, "nvidia0")->mode, 0640u);
+    EXPECT_EQ(find_node(outcome, "nvidia1")->gid, machine.gid_of("nvidia1"));
+}
+
+TEST(MknodPlan, DeviceAndControlScopes) {
+    TempDir dir;
+    FakeMachine machine = workstation(4);
+    MknodOutcome one = dry_run(machine, dir, {PlanRequest::Scope::Device, "0000:37:00.0"});
+    ASSERT_EQ(one.plan.nodes.size(), 1u);
+    EXPECT_EQ(one.plan.nodes[0].name, "nvidia2");
+    MknodOutcome by_minor = dry_run(machine, dir, {PlanRequest::Scope::Device, "3"});
+    ASSERT_EQ(by_minor.plan.nodes.size(), 1u);
+    EXPECT_EQ(by_minor.plan.nodes[0].name, "nvidia3");
+    MknodOutcome control = dry_run(machine, dir, {PlanRequest::Scope::Control, ""});
+    EXPECT_EQ(control.plan.nodes.size(), 3u);
+    MknodOutcome missing = dry_run(machine, dir, {PlanRequest::Scope::Device, "9"});
+    EXPECT_EQ(missing.exit_code, kExitPartial);
+}
+
+TEST(MknodPlan, ReportsRenderForPeopleAndScripts) {
+    TempDir dir;
+    MknodOutcome outcome = dry_run(workstation(1), dir);
+    std::string text = render_text(outcome, 0);
+    EXPECT_NE(text.find("would create"), std::string::npos) << text;
+    EXPECT_NE(text.find("/dev/nvidia0  c 195:0 root:nvidia0 0660"), std::string::npos) << text;
+    std::string json = render_json(outcome);
+    EXPECT_NE(json.find("\"path\":\"/dev/nvidia0\""), std::string::npos) << json;
+    EXPECT_NE(json.find("\"exit_code\":0"), std::string::npos);
+}
+
+} // namespace gpuinit

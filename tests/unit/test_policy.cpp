@@ -1,0 +1,74 @@
+#include "gpuinit/policy.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gpuinit {
+
+TEST(Policy, ClassicDefaults) {
+    Policy policy = Policy::classic();
+    AccessRule gpu = policy.rule_for_gpu({2, "0000:37:00.0", ""});
+    EXPECT_EQ(gpu.group, "nvidia2");
+    EXPECT_EQ(gpu.owner, "root");
+    EXPECT_EQ(gpu.mode, 0660u);
+    AccessRule ctl = policy.rule_for_control("nvidiactl");
+    EXPECT_EQ(ctl.group, "root");
+    EXPECT_EQ(ctl.mode, 0666u);
+}
+
+TEST(Policy, SelectorsAndPrecedence) {
+    auto policy = Policy::parse("# lab policy\n"
+                                "gpu=*            group=gpu{minor}   mode=0660\n"
+                                "gpu=1            group=vision\n"
+                                "gpu=37:00.0      group=ml mode=0640 owner=svc\n"
+                                "gpu=GPU-AAAA     group=special   # by UUID\n"
+                                "control=nvidia-uvm group=cuda mode=0660\n",
+                                "/etc/gpu-restriction.conf");
+    ASSERT_TRUE(policy) << policy.error().message;
+    EXPECT_EQ(policy->rule_for_gpu({0, "0000:17:00.0", ""}).group, "gpu0");
+    EXPECT_EQ(policy->rule_for_gpu({1, "0000:27:00.0", ""}).group, "vision");
+    AccessRule by_bdf = policy->rule_for_gpu({1, "0000:37:00.0", ""});
+    EXPECT_EQ(by_bdf.group, "ml"); // the PCI address beats the minor
+    EXPECT_EQ(by_bdf.owner, "svc");
+    EXPECT_EQ(by_bdf.mode, 0640u);
+    EXPECT_EQ(by_bdf.origin, "/etc/gpu-restriction.conf:4");
+    EXPECT_EQ(policy->rule_for_gpu({1, "0000:37:00.0", "GPU-aaaa"}).group, "special");
+    EXPECT_EQ(policy->rule_for_control("nvidia-uvm").group, "cuda");
+    EXPECT_EQ(policy->rule_for_control("nvidiactl").group, "root");
+}
+
+TEST(Policy, BadLinesNameFileAndLine) {
+    struct Case {
+        const char* text;
+        const char* expected;
+    } cases[] = {
+        {"gpu=0 grp=nvidia0\n", "conf:1: unknown key 'grp'"},
+        {"\n\ngpu=0 group=nvidia0 mode=777\n", "conf:3: mode=777 is not an octal mode"},
+        {"gpu=0 group=nvidia0 mode=01777\n", "conf:1: mode=01777"},
+        {"gpu=zero group=nvidia0\n", "conf:1: gpu=zero is not a minor"},
+        {"gpu=254 group=nvidia0\n", "conf:1: gpu=254"},
+        {"group=nvidia0\n", "conf:1: rule names no gpu= or control="},
+        {"gpu=0\n", "conf:1: rule has no group="},
+        {"gpu=0 group=a:b\n", "conf:1: group=a:b is not a valid group name"},
+        {"gpu=0 group=a\ngpu=0 group=b\n", "conf:2: same selector as line 1"},
+        {"control=nvidia-foo group=root\n", "conf:1: control=nvidia-foo"},
+        {"control=nvidiactl group=x{minor}\n", "conf:1: {minor} is only meaningful"},
+        {"gpu=0 control=nvidiactl group=x\n", "conf:1: a rule names one"},
+    };
+    for (const Case& c : cases) {
+        auto policy = Policy::parse(c.text, "conf");
+        ASSERT_FALSE(policy) << c.text;
+        EXPECT_EQ(policy.error().message.rfind(c.expected, 0), 0u)
+            << "got: " << policy.error().message << "\nwanted: " << c.expected;
+    }
+}
+
+TEST(Policy, UnknownGpuIsReported) {
+    auto policy = Policy::parse("gpu=0 group=a\ngpu=7 group=b\ngpu=GPU-dead group=c\n", "conf");
+    ASSERT_TRUE(policy);
+    auto unmatched = policy->unmatched({{0, "0000:17:00.0", "GPU-beef"}});
+    ASSERT_EQ(unmatched.size(), 2u);
+    EXPECT_EQ(unmatched[0], "conf:2: gpu=7 matches no GPU the driver has; check the rule");
+    EXPECT_NE(unmatched[1].find("conf:3: gpu=GPU-dead"), std::string::npos);
+}
+
+} // namespace gpuinit

@@ -1,0 +1,38 @@
+#include "gpuinit/json.hpp"
+#include "gpuinit/pci.hpp"
+#include "gpuinit/text.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gpuinit {
+
+TEST(Text, NumbersAreStrictAndRangeChecked) {
+    EXPECT_EQ(parse_decimal("438"), 438u);
+    EXPECT_FALSE(parse_decimal(""));
+    EXPECT_FALSE(parse_decimal("12a"));
+    EXPECT_FALSE(parse_decimal("-1"));
+    EXPECT_FALSE(parse_decimal("256", 255));
+    EXPECT_FALSE(parse_decimal("99999999999999999999999"));
+    EXPECT_EQ(parse_hex("0x10de"), 0x10deu);
+    EXPECT_EQ(parse_octal("0660"), 0660u);
+    EXPECT_FALSE(parse_octal("0680"));
+    EXPECT_EQ(format_mode(0660), "0660");
+}
+
+TEST(Text, PciAddressesNormalize) {
+    EXPECT_EQ(normalize_bdf("17:00.0"), "0000:17:00.0");
+    EXPECT_EQ(normalize_bdf("0000:3B:00.0"), "0000:3b:00.0");
+    EXPECT_EQ(normalize_bdf("10000:00:01.0"), "10000:00:01.0");
+    EXPECT_FALSE(normalize_bdf("17:00"));
+    EXPECT_FALSE(normalize_bdf("0000:17:20.0")); // device > 0x1f
+    EXPECT_FALSE(normalize_bdf("0000:17:00.8"));
+    EXPECT_FALSE(normalize_bdf("../../etc"));
+}
+
+TEST(Text, JsonEscapes) {
+    JsonWriter json;
+    json.begin_object().key("a\"b").value("x\ny\x01").key("n").value(3u).end_object();
+    EXPECT_EQ(json.str(), "{\"a\\\"b\":\"x\\ny\\u0001\",\"n\":3}");
+}
+
+} // namespace gpuinit
