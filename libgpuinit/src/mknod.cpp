@@ -8,6 +8,8 @@
 #include "gpuinit/procfs.hpp"
 #include "gpuinit/text.hpp"
 
+#include <algorithm>
+
 namespace gpuinit {
 
 namespace {
@@ -145,6 +147,10 @@ std::string render_text(const MknodOutcome& outcome, int verbosity) {
                           gpu.uuid.empty() ? "-" : gpu.uuid.c_str(), gpu.model.c_str());
         }
     }
+    int width = 0;
+    for (const Change& change : outcome.result.changes) {
+        width = std::max(width, static_cast<int>(prefix.size() + change.name.size()));
+    }
     for (const Change& change : outcome.result.changes) {
         bool show = change.kind != Change::Kind::Unchanged || verbosity >= 1;
         if (change.kind == Change::Kind::Failed) {
@@ -155,8 +161,9 @@ std::string render_text(const MknodOutcome& outcome, int verbosity) {
             std::string shown_verb = outcome.dry_run && change.kind != Change::Kind::Unchanged
                                          ? std::string("would ") + verb
                                          : verb;
-            out += format("%-14s %s%s  %s\n", shown_verb.c_str(), prefix.c_str(),
-                          change.name.c_str(), change.detail.c_str());
+            std::string path = prefix + change.name;
+            out += format("%-14s %-*s  %s\n", shown_verb.c_str(), width, path.c_str(),
+                          change.detail.c_str());
         }
     }
     for (const Problem& problem : outcome.plan.problems) {

@@ -1,0 +1,203 @@
+// Parity with the classic init.d script that gpu-mknod replaces. The script's
+// node-creation procedure (peers.md) runs in a private mount namespace with
+// the fixture bind-mounted over /sys/bus/pci/devices, /proc/devices and
+// /etc/group, and a temporary directory over /dev. Where the script is right
+// the nodes are identical; where it is wrong, gpu-mknod is right.
+#include "gpuinit/mknod.hpp"
+#include "machine_fixture.hpp"
+#include "root_helpers.hpp"
+#include "temp_dir.hpp"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+namespace gpuinit {
+
+using testing::FakeMachine;
+using testing::FakePciFunction;
+using testing::run_process;
+using testing::TempDir;
+using testing::workstation;
+using testing::write_fixture;
+
+namespace {
+
+// Steps 2-4 of the classic script; the modprobe step is left out because the
+// fixture stands for a machine whose modules are loaded.
+constexpr const char* kClassicScript = R"(#!/bin/sh
+set -e
+if [ ! -e /dev/nvidia-uvm ]; then
+    D=$(grep nvidia-uvm /proc/devices | awk '{print $1}')
+    mknod -m 777 /dev/nvidia-uvm c "$D" 0
+fi
+if [ ! -e /dev/nvidiactl ]; then
+    mknod -m 777 /dev/nvidiactl c 195 255
+fi
+N=0
+for dev in /sys/bus/pci/devices/*; do
+    vendor=$(cat "$dev/vendor")
+    if [ "$vendor" = "0x10de" ]; then
+        class=$(cat "$dev/class" | sed 's/00$//')
+        if [ "$class" = "0x0300" ] || [ "$class" = "0x0302" ]; then
+            if [ ! -e /dev/nvidia$N ]; then
+                mknod -m 660 /dev/nvidia$N c 195 $N
+                chown :nvidia$N /dev/nvidia$N
+            fi
+            N=$((N + 1))
+        fi
+    fi
+done
+)";
+
+struct Node {
+    bool exists = false;
+    dev_t rdev = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    unsigned mode = 0;
+};
+
+Node node_at(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) {
+        return Node{};
+    }
+    return Node{true, st.st_rdev, st.st_uid, st.st_gid, st.st_mode & 07777u};
+}
+
+// Runs the script against the fixture; returns the directory it used as /dev.
+bool run_classic_script(const TempDir& fixture, const TempDir& work, std::string* log) {
+    std::string script = work / "gpu-restriction.sh";
+    std::ofstream(script) << kClassicScript;
+    std::string dev = work / "dev";
+    ::mkdir(dev.c_str(), 0755);
+    std::string wrapper = "set -e; mount --make-rprivate /; "
+                          "mount --bind '" +
+                          fixture / "sys/bus/pci/devices" +
+                          "' /sys/bus/pci/devices; "
+                          "mount --bind '" +
+                          fixture / "proc/devices" +
+                          "' /proc/devices; "
+                          "mount --bind '" +
+                          fixture / "etc/group" +
+                          "' /etc/group; "
+                          "mount --bind '" +
+                          dev +
+                          "' /dev; "
+                          "sh '" +
+                          script + "'";
+    return run_process({"/usr/bin/unshare", "-m", "/bin/sh", "-c", wrapper}, log) == 0;
+}
+
+} // namespace
+
+#define GPUINIT_REQUIRE_UNSHARE()                                                                  \
+    do {                                                                                           \
+        if (::access("/usr/bin/unshare", X_OK) != 0) {                                             \
+            GTEST_SKIP() << "SKIPPED LOUDLY: /usr/bin/unshare (util-linux) is missing";            \
+        }                                                                                          \
+    } while (0)
+
+TEST(Parity, WhereTheScriptIsRightTheNodesAreIdentical) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_UNSHARE();
+    TempDir fixture;
+    TempDir work;
+    FakeMachine machine = workstation(4);
+    ASSERT_TRUE(write_fixture(machine, fixture.path()));
+    std::string log;
+    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
+
+    MknodOptions options;
+    options.root = fixture.path();
+    MknodOutcome outcome = run_mknod(options);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+
+    for (unsigned i = 0; i < 4; ++i) {
+        std::string name = "nvidia" + std::to_string(i);
+        Node classic = node_at(work / ("dev/" + name));
+        Node ours = node_at(fixture / ("dev/" + name));
+        ASSERT_TRUE(classic.exists) << name;
+        ASSERT_TRUE(ours.exists) << name;
+        EXPECT_EQ(ours.rdev, classic.rdev) << name;
+        EXPECT_EQ(ours.uid, classic.uid) << name;
+        EXPECT_EQ(ours.gid, classic.gid) << name;
+        EXPECT_EQ(ours.mode, classic.mode) << name;
+    }
+    // Same device numbers for the control nodes; the script's 0777 is the
+    // deliberate difference (gpu-mknod's default is 0666, no execute bits).
+    EXPECT_EQ(node_at(fixture / "dev/nvidiactl").rdev, node_at(work / "dev/nvidiactl").rdev);
+    EXPECT_EQ(node_at(fixture / "dev/nvidia-uvm").rdev, node_at(work / "dev/nvidia-uvm").rdev);
+    EXPECT_EQ(node_at(work / "dev/nvidiactl").mode, 0777u);
+    EXPECT_EQ(node_at(fixture / "dev/nvidiactl").mode, 0666u);
+}
+
+TEST(Parity, MinorsOutOfPciOrder) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_UNSHARE();
+    TempDir fixture;
+    TempDir work;
+    FakeMachine machine = workstation(4);
+    // The driver probed the PCI-first GPU last. The admin meant "the N-th GPU
+    // in the box belongs to group nvidiaN", which is what the script tries to
+    // express by counting; gpu-mknod says it by PCI address.
+    unsigned minors[] = {3, 0, 1, 2};
+    std::string policy;
+    unsigned position = 0;
+    for (FakePciFunction& f : machine.pci) {
+        if (f.minor) {
+            policy += "gpu=" + f.bdf + " group=nvidia" + std::to_string(position) + "\n";
+            f.minor = minors[position++];
+        }
+    }
+    machine.policy = policy;
+    ASSERT_TRUE(write_fixture(machine, fixture.path()));
+    std::string log;
+    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
+    MknodOptions options;
+    options.root = fixture.path();
+    MknodOutcome outcome = run_mknod(options);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+
+    // The PCI-first GPU is minor 3: its node must belong to nvidia0.
+    Node ours = node_at(fixture / "dev/nvidia3");
+    Node classic = node_at(work / "dev/nvidia3");
+    ASSERT_TRUE(ours.exists && classic.exists);
+    EXPECT_EQ(ours.rdev, makedev(195, 3));
+    EXPECT_EQ(ours.gid, machine.gid_of("nvidia0"));
+    EXPECT_EQ(classic.gid, machine.gid_of("nvidia3")); // the script handed it to the wrong group
+    // And the second GPU in PCI order (minor 0) belongs to nvidia1, not nvidia0.
+    EXPECT_EQ(node_at(fixture / "dev/nvidia0").gid, machine.gid_of("nvidia1"));
+    EXPECT_EQ(node_at(work / "dev/nvidia0").gid, machine.gid_of("nvidia0"));
+}
+
+TEST(Parity, A0380GpuIsNotCountedByTheScript) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_UNSHARE();
+    TempDir fixture;
+    TempDir work;
+    FakeMachine machine = workstation(3);
+    machine.pci[3].pci_class = 0x038000; // the second GPU, minor 1
+    ASSERT_TRUE(write_fixture(machine, fixture.path()));
+    std::string log;
+    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
+    MknodOptions options;
+    options.root = fixture.path();
+    ASSERT_EQ(run_mknod(options).exit_code, kExitOk);
+
+    // The script counted two GPUs and made nvidia0 and nvidia1 only: the
+    // third GPU (minor 2) has no node at all.
+    EXPECT_TRUE(node_at(work / "dev/nvidia1").exists);
+    EXPECT_FALSE(node_at(work / "dev/nvidia2").exists);
+    for (unsigned i = 0; i < 3; ++i) {
+        Node ours = node_at(fixture / ("dev/nvidia" + std::to_string(i)));
+        ASSERT_TRUE(ours.exists) << i;
+        EXPECT_EQ(ours.rdev, makedev(195, i));
+        EXPECT_EQ(ours.gid, machine.gid_of("nvidia" + std::to_string(i)));
+    }
+}
+
+} // namespace gpuinit

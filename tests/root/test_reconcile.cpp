@@ -1,0 +1,238 @@
+// Real mknod/chown into temporary roots: type, rdev, owner, group and mode,
+// idempotence, repair, and the hostile-/dev cases.
+#include "gpuinit/mknod.hpp"
+#include "machine_fixture.hpp"
+#include "root_helpers.hpp"
+#include "temp_dir.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <thread>
+#include <unistd.h>
+
+namespace gpuinit {
+
+using testing::FakeMachine;
+using testing::lstat_or_die;
+using testing::run_process;
+using testing::TempDir;
+using testing::workstation;
+using testing::write_fixture;
+
+namespace {
+
+MknodOutcome apply(const std::string& root, PlanRequest request = PlanRequest(),
+                   bool remove = false) {
+    MknodOptions options;
+    options.root = root;
+    options.request = std::move(request);
+    options.remove = remove;
+    return run_mknod(options);
+}
+
+void expect_node(const std::string& path, unsigned major_number, unsigned minor_number, gid_t gid,
+                 unsigned mode) {
+    struct stat st = lstat_or_die(path);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << path;
+    EXPECT_EQ(st.st_rdev, makedev(major_number, minor_number)) << path;
+    EXPECT_EQ(st.st_uid, 0u) << path;
+    EXPECT_EQ(st.st_gid, gid) << path;
+    EXPECT_EQ(st.st_mode & 07777, mode) << path;
+}
+
+std::string link_target(const std::string& path) {
+    char buffer[256] = {};
+    ssize_t n = ::readlink(path.c_str(), buffer, sizeof buffer - 1);
+    return n < 0 ? std::string() : std::string(buffer, static_cast<size_t>(n));
+}
+
+void expect_machine_state(const TempDir& dir, const FakeMachine& machine, unsigned gpus) {
+    for (unsigned i = 0; i < gpus; ++i) {
+        std::string name = "nvidia" + std::to_string(i);
+        expect_node(dir / ("dev/" + name), 195, i, machine.gid_of(name), 0660);
+        EXPECT_EQ(link_target(dir / ("dev/char/195:" + std::to_string(i))), "../" + name);
+    }
+    expect_node(dir / "dev/nvidiactl", 195, 255, 0, 0666);
+    expect_node(dir / "dev/nvidia-uvm", 510, 0, 0, 0666);
+    expect_node(dir / "dev/nvidia-uvm-tools", 510, 1, 0, 0666);
+    EXPECT_EQ(link_target(dir / "dev/char/510:1"), "../nvidia-uvm-tools");
+}
+
+} // namespace
+
+TEST(RootReconcile, CreatesEveryNodeAndASecondRunChangesNothing) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(4);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    MknodOutcome first = apply(dir.path());
+    ASSERT_EQ(first.exit_code, kExitOk) << render_text(first, 1);
+    EXPECT_EQ(first.result.count(Change::Kind::Create), 14u);
+    expect_machine_state(dir, machine, 4);
+
+    MknodOutcome second = apply(dir.path());
+    EXPECT_EQ(second.exit_code, kExitOk);
+    EXPECT_EQ(second.result.count(Change::Kind::Unchanged), second.result.changes.size());
+    EXPECT_NE(render_text(second, 0).find("nothing to do"), std::string::npos)
+        << render_text(second, 0);
+}
+
+TEST(RootReconcile, RepairsModeAndGroupInPlace) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    std::string node = dir / "dev/nvidia1";
+    ASSERT_EQ(::chmod(node.c_str(), 0666), 0);
+    ASSERT_EQ(::chown(node.c_str(), 0, machine.gid_of("nvidia2")), 0);
+    ino_t inode = lstat_or_die(node).st_ino;
+
+    MknodOutcome repair = apply(dir.path());
+    EXPECT_EQ(repair.exit_code, kExitOk);
+    EXPECT_EQ(repair.result.count(Change::Kind::Repair), 1u);
+    expect_node(node, 195, 1, machine.gid_of("nvidia1"), 0660);
+    // In place: a container that bind-mounted the node sees the fix.
+    EXPECT_EQ(lstat_or_die(node).st_ino, inode);
+}
+
+TEST(RootReconcile, ReplacesWrongRdevAndWrongType) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(::mknod((dir / "dev/nvidia2").c_str(), S_IFCHR | 0666, makedev(195, 7)), 0);
+    int fd = ::open((dir / "dev/nvidia1").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    MknodOutcome outcome = apply(dir.path());
+    EXPECT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    EXPECT_EQ(outcome.result.count(Change::Kind::Replace), 2u);
+    expect_machine_state(dir, machine, 3);
+}
+
+TEST(RootReconcile, SymlinkPlantedAtANodeIsNotFollowed) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    TempDir outside;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::string victim = outside / "shadow";
+    int fd = ::open(victim.c_str(), O_CREAT | O_WRONLY, 0640);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    ASSERT_EQ(::chown(victim.c_str(), 0, 42), 0);
+    ASSERT_EQ(::chmod(victim.c_str(), 0640), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), (dir / "dev/nvidia0").c_str()), 0);
+    ASSERT_EQ(::mkdir((dir / "dev/char").c_str(), 0755), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), (dir / "dev/char/195:1").c_str()), 0);
+
+    MknodOutcome outcome = apply(dir.path());
+    EXPECT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    struct stat st = lstat_or_die(victim);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_gid, 42u);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    expect_machine_state(dir, machine, 2);
+}
+
+TEST(RootReconcile, SymlinkedDevDirectoryIsRefused) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    TempDir elsewhere;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    ASSERT_EQ(::rmdir((dir / "dev").c_str()), 0);
+    ASSERT_EQ(::symlink(elsewhere.path().c_str(), (dir / "dev").c_str()), 0);
+    MknodOutcome outcome = apply(dir.path());
+    EXPECT_EQ(outcome.exit_code, kExitNothingDone) << render_text(outcome, 1);
+    EXPECT_NE(render_text(outcome, 0).find("refusing to follow"), std::string::npos)
+        << render_text(outcome, 0);
+    EXPECT_NE(::access((elsewhere / "nvidia0").c_str(), F_OK), 0);
+}
+
+TEST(RootReconcile, MissingGroupGivesARootOnlyNodeAndTightensAnOpenOne) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.groups.pop_back();
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(::mknod((dir / "dev/nvidia1").c_str(), S_IFCHR | 0666, makedev(195, 1)), 0);
+    ASSERT_EQ(::chmod((dir / "dev/nvidia1").c_str(), 0666), 0);
+    MknodOutcome outcome = apply(dir.path());
+    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    expect_node(dir / "dev/nvidia1", 195, 1, 0, 0600);
+    expect_node(dir / "dev/nvidia0", 195, 0, machine.gid_of("nvidia0"), 0660);
+}
+
+TEST(RootReconcile, EightConcurrentRunsEndInTheSameCorrectState) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(16);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::vector<std::thread> runs;
+    std::vector<int> codes(8, -1);
+    for (int i = 0; i < 8; ++i) {
+        runs.emplace_back([&, i] {
+            // Half of them as udev would run them, one GPU each.
+            std::vector<std::string> argv = {GPU_MKNOD_BIN, "--root", dir.path(), "-q"};
+            if (i % 2 == 1) {
+                argv.push_back("--device");
+                argv.push_back(std::to_string(i));
+            }
+            codes[i] = run_process(argv);
+        });
+    }
+    for (std::thread& run : runs) {
+        run.join();
+    }
+    for (int code : codes) {
+        EXPECT_EQ(code, 0);
+    }
+    expect_machine_state(dir, machine, 16);
+    std::string listing;
+    EXPECT_EQ(run_process({"/bin/ls", "-a", dir / "dev", dir / "dev/char"}, &listing), 0);
+    EXPECT_EQ(listing.find(".gpuinit."), std::string::npos) << listing; // no temporaries left
+}
+
+TEST(RootReconcile, RemoveDeletesTheNodesOfAGpuThatWentAway) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+
+    // Still bound: refused.
+    EXPECT_EQ(apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true).exit_code,
+              kExitPartial);
+    EXPECT_EQ(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
+
+    // The GPU is unbound: its driver entry is gone; the record maps bdf -> minor.
+    ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:37:00.0"}), 0);
+    MknodOutcome removed = apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true);
+    EXPECT_EQ(removed.exit_code, kExitOk) << render_text(removed, 1);
+    EXPECT_EQ(removed.result.count(Change::Kind::Remove), 2u);
+    EXPECT_NE(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
+    EXPECT_NE(::access((dir / "dev/char/195:2").c_str(), F_OK), 0);
+    expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660);
+}
+
+TEST(RootReconcile, ToolExitCodesAndDryRunChangeNothing) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--dry-run"}, &output), 0);
+    EXPECT_NE(output.find("would create"), std::string::npos) << output;
+    EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0);
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--bogus"}), 1);
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--remove"}), 1);
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--device", "nvidia0"}), 1);
+    ASSERT_EQ(::unlink((dir / "proc/devices").c_str()), 0);
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path()}, &output), 3);
+    EXPECT_NE(output.find("driver is not loaded"), std::string::npos) << output;
+}
+
+} // namespace gpuinit
