@@ -23,6 +23,11 @@ Status save_gpu_records(const Sysroot& root, const Machine& machine) {
         text += format("%u %s %s\n", gpu.minor, gpu.bdf.c_str(),
                        gpu.uuid.empty() ? "-" : gpu.uuid.c_str());
     }
+    // Unchanged on most runs; rewriting would cost a rename and, on ext4, a
+    // flush on every boot-time and udev run.
+    if (auto current = root.read_file(kRecords, 1u << 20); current && *current == text) {
+        return {};
+    }
     std::string temp = "gpus." + std::to_string(::getpid());
     UniqueFd fd(::openat(dir->get(), temp.c_str(),
                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));

@@ -7,6 +7,7 @@
 #include <map>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@ namespace gpuinit {
 namespace {
 
 constexpr unsigned kPermissionBits = 07777;
+// The same number on every architecture; Debian 12's headers predate it.
+constexpr long kSysFchmodat2 = 452;
 
 struct Observed {
     bool exists = false;
@@ -108,11 +111,19 @@ std::string temp_name(const std::string& leaf) {
     return ".gpuinit." + leaf + "." + std::to_string(::getpid());
 }
 
-// fchmodat(AT_SYMLINK_NOFOLLOW) is emulated by glibc through /proc; in a
-// rescue shell without /proc it fails with EOPNOTSUPP even for a device node.
-// Then the name is checked again and chmodded directly: only root can swap it
-// in between, since the directory is root-owned.
+// chmod that refuses symlinks. fchmodat2 (Linux 6.6) does it in one call;
+// glibc 2.36 emulates AT_SYMLINK_NOFOLLOW through /proc, and in a rescue
+// shell without /proc that fails with EOPNOTSUPP even for a device node. Then
+// the name is checked again and chmodded directly: only root can swap it in
+// between, since the directory is root-owned.
 Status chmod_nofollow(int dirfd, const std::string& leaf, unsigned mode, const std::string& shown) {
+    if (::syscall(kSysFchmodat2, dirfd, leaf.c_str(), mode, AT_SYMLINK_NOFOLLOW) == 0) {
+        return {};
+    }
+    // ENOSYS before 6.6; EPERM from seccomp filters that predate the call.
+    if (errno != ENOSYS && errno != EPERM) {
+        return errno_error("cannot chmod " + shown);
+    }
     if (::fchmodat(dirfd, leaf.c_str(), mode, AT_SYMLINK_NOFOLLOW) == 0) {
         return {};
     }
@@ -132,14 +143,19 @@ Status chmod_nofollow(int dirfd, const std::string& leaf, unsigned mode, const s
     return {};
 }
 
-// Makes the node under a temporary name with mode 0 (nobody but root can open
-// it), gives it its owner, then its mode, then renames it over `leaf`: the
-// name never shows a node with the wrong rights.
-Status install_node(int dirfd, const std::string& leaf, const NodeSpec& node,
+// Creates the node with mode 0 (nobody but root can open it), gives it its
+// owner, then its mode. A missing name is created in place; a wrong node is
+// replaced by building the new one under a temporary name and renaming it
+// over, so the name never shows a node with the wrong rights.
+Status install_node(int dirfd, const std::string& leaf, const NodeSpec& node, bool replace,
                     const std::string& shown) {
-    std::string temp = temp_name(leaf);
-    ::unlinkat(dirfd, temp.c_str(), 0); // a leftover of a crashed run
-    if (::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor)) != 0) {
+    std::string temp = replace ? temp_name(leaf) : leaf;
+    int made = ::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor));
+    if (made != 0 && errno == EEXIST && replace) {
+        ::unlinkat(dirfd, temp.c_str(), 0); // a leftover of a crashed run
+        made = ::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor));
+    }
+    if (made != 0) {
         return errno_error("cannot mknod " + shown);
     }
     Status status;
@@ -147,10 +163,11 @@ Status install_node(int dirfd, const std::string& leaf, const NodeSpec& node,
         status = errno_error("cannot chown " + shown);
     } else if (auto chmodded = chmod_nofollow(dirfd, temp, node.mode, shown); !chmodded) {
         status = chmodded;
-    } else if (::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
+    } else if (replace && ::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
         status = errno_error("cannot rename a new node over " + shown);
     }
     if (!status) {
+        // Never leave a half-made node behind, under either name.
         ::unlinkat(dirfd, temp.c_str(), 0);
     }
     return status;
@@ -179,14 +196,20 @@ Status repair_node(int dirfd, const std::string& leaf, const struct stat& st, co
     return {};
 }
 
-Status install_link(int dirfd, const std::string& leaf, const LinkSpec& link,
+// symlinkat() is atomic for a missing name; a wrong entry is replaced by a
+// rename over it.
+Status install_link(int dirfd, const std::string& leaf, const LinkSpec& link, bool replace,
                     const std::string& shown) {
-    std::string temp = temp_name(leaf);
-    ::unlinkat(dirfd, temp.c_str(), 0);
-    if (::symlinkat(link.target.c_str(), dirfd, temp.c_str()) != 0) {
+    std::string temp = replace ? temp_name(leaf) : leaf;
+    int made = ::symlinkat(link.target.c_str(), dirfd, temp.c_str());
+    if (made != 0 && errno == EEXIST && replace) {
+        ::unlinkat(dirfd, temp.c_str(), 0);
+        made = ::symlinkat(link.target.c_str(), dirfd, temp.c_str());
+    }
+    if (made != 0) {
         return errno_error("cannot create link " + shown);
     }
-    if (::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
+    if (replace && ::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
         Error error = errno_error("cannot rename a new link over " + shown);
         ::unlinkat(dirfd, temp.c_str(), 0);
         return error;
@@ -246,8 +269,10 @@ Change reconcile_node(DevDirs& dirs, const Sysroot& root, const NodeSpec& node, 
     if (dry_run) {
         return change;
     }
-    Status status = change.kind == Change::Kind::Repair ? repair_node(*dirfd, leaf, st, node, shown)
-                                                        : install_node(*dirfd, leaf, node, shown);
+    bool replace = change.kind == Change::Kind::Replace;
+    Status status = change.kind == Change::Kind::Repair
+                        ? repair_node(*dirfd, leaf, st, node, shown)
+                        : install_node(*dirfd, leaf, node, replace, shown);
     if (!status) {
         return Change{Change::Kind::Failed, node.name, status.error().message};
     }
@@ -288,7 +313,8 @@ Change reconcile_link(DevDirs& dirs, const Sysroot& root, const LinkSpec& link, 
     if (dry_run) {
         return change;
     }
-    if (auto status = install_link(*dirfd, leaf, link, shown); !status) {
+    if (auto status = install_link(*dirfd, leaf, link, change.kind == Change::Kind::Replace, shown);
+        !status) {
         return Change{Change::Kind::Failed, link.name, status.error().message, true};
     }
     return change;
