@@ -24,7 +24,8 @@ namespace {
 thread_local std::jmp_buf* t_pci_escape = nullptr;
 thread_local char t_pci_message[512];
 
-[[noreturn]] void on_pci_error(char* fmt, ...) {
+// GNU attribute syntax: libpci's callback type carries noreturn in its type.
+__attribute__((noreturn, format(printf, 1, 2))) void on_pci_error(char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
     std::vsnprintf(t_pci_message, sizeof t_pci_message, fmt, args);
@@ -32,7 +33,7 @@ thread_local char t_pci_message[512];
     std::longjmp(*t_pci_escape, 1);
 }
 
-void on_pci_warning(char* /*fmt*/, ...) {}
+__attribute__((format(printf, 1, 2))) void on_pci_warning(char* /*fmt*/, ...) {}
 
 struct RawFunction {
     int domain;

@@ -121,7 +121,8 @@ Result<UniqueFd> Sysroot::open_dir_nofollow(std::string_view rel, bool create, m
         size_t slash = rel.find('/');
         std::string component(rel.substr(0, slash));
         rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
-        walked += "/" + component;
+        walked += '/';
+        walked += component;
         if (component.empty() || component == "." || component == "..") {
             return Error{EINVAL, "refusing path component '" + component + "' in " + walked};
         }

@@ -172,6 +172,7 @@ TEST(RootReconcile, EightConcurrentRunsEndInTheSameCorrectState) {
     FakeMachine machine = workstation(16);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     std::vector<std::thread> runs;
+    runs.reserve(8);
     std::vector<int> codes(8, -1);
     for (int i = 0; i < 8; ++i) {
         runs.emplace_back([&, i] {
