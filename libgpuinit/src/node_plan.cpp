@@ -59,9 +59,10 @@ void add_node(NodePlan& plan, const AccountDb& accounts, std::string name, unsig
     plan.nodes.push_back(std::move(node));
 }
 
-bool device_matches(const std::string& wanted, unsigned minor, const std::string& bdf) {
+// `wanted` is what --device said: a minor or a PCI address.
+bool names_gpu(const std::string& wanted, std::optional<unsigned> minor, const std::string& bdf) {
     if (auto number = parse_decimal(wanted, kMaxGpuMinor)) {
-        return *number == minor;
+        return minor == *number;
     }
     return normalize_bdf(wanted) == bdf;
 }
@@ -71,7 +72,7 @@ void plan_gpus(NodePlan& plan, const Machine& machine, const Policy& policy,
     bool by_device = request.scope == PlanRequest::Scope::Device;
     bool found = false;
     for (const Gpu& gpu : machine.gpus) {
-        if (by_device && !device_matches(request.device, gpu.minor, gpu.bdf)) {
+        if (by_device && !names_gpu(request.device, gpu.minor, gpu.bdf)) {
             continue;
         }
         found = true;
@@ -80,7 +81,7 @@ void plan_gpus(NodePlan& plan, const Machine& machine, const Policy& policy,
                  gpu.minor, rule, format("GPU %u (%s)", gpu.minor, gpu.bdf.c_str()));
     }
     for (const UnusableGpu& gpu : machine.unusable) {
-        if (by_device && !device_matches(request.device, kMaxGpuMinor + 1, gpu.bdf)) {
+        if (by_device && !names_gpu(request.device, std::nullopt, gpu.bdf)) {
             continue;
         }
         found = true;
