@@ -6,6 +6,7 @@
 // bind-mounted over /sys/bus/pci/devices, /proc/devices and /etc/group and an
 // empty directory over /dev, so the script runs unmodified.
 #include "gpuinit/text.hpp"
+#include "classic_script.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
@@ -27,32 +28,8 @@
 namespace {
 
 using gpuinit::testing::run_process;
+using gpuinit::testing::kClassicScript;
 using gpuinit::testing::TempDir;
-
-constexpr const char* kClassicScript = R"(#!/bin/sh
-set -e
-if [ ! -e /dev/nvidia-uvm ]; then
-    D=$(grep nvidia-uvm /proc/devices | awk '{print $1}')
-    mknod -m 777 /dev/nvidia-uvm c "$D" 0
-fi
-if [ ! -e /dev/nvidiactl ]; then
-    mknod -m 777 /dev/nvidiactl c 195 255
-fi
-N=0
-for dev in /sys/bus/pci/devices/*; do
-    vendor=$(cat "$dev/vendor")
-    if [ "$vendor" = "0x10de" ]; then
-        class=$(cat "$dev/class" | sed 's/00$//')
-        if [ "$class" = "0x0300" ] || [ "$class" = "0x0302" ]; then
-            if [ ! -e /dev/nvidia$N ]; then
-                mknod -m 660 /dev/nvidia$N c 195 $N
-                chown :nvidia$N /dev/nvidia$N
-            fi
-            N=$((N + 1))
-        fi
-    fi
-done
-)";
 
 int remove_entry(const char* path, const struct stat* /*st*/, int /*flag*/, struct FTW* ftw) {
     if (ftw->level > 0) {

@@ -4,6 +4,7 @@
 // /etc/group, and a temporary directory over /dev. Where the script is right
 // the nodes are identical; where it is wrong, gpu-mknod is right.
 #include "gpuinit/mknod.hpp"
+#include "classic_script.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
@@ -18,39 +19,13 @@ namespace gpuinit {
 
 using testing::FakeMachine;
 using testing::FakePciFunction;
+using testing::kClassicScript;
 using testing::run_process;
 using testing::TempDir;
 using testing::workstation;
 using testing::write_fixture;
 
 namespace {
-
-// Steps 2-4 of the classic script; the modprobe step is left out because the
-// fixture stands for a machine whose modules are loaded.
-constexpr const char* kClassicScript = R"(#!/bin/sh
-set -e
-if [ ! -e /dev/nvidia-uvm ]; then
-    D=$(grep nvidia-uvm /proc/devices | awk '{print $1}')
-    mknod -m 777 /dev/nvidia-uvm c "$D" 0
-fi
-if [ ! -e /dev/nvidiactl ]; then
-    mknod -m 777 /dev/nvidiactl c 195 255
-fi
-N=0
-for dev in /sys/bus/pci/devices/*; do
-    vendor=$(cat "$dev/vendor")
-    if [ "$vendor" = "0x10de" ]; then
-        class=$(cat "$dev/class" | sed 's/00$//')
-        if [ "$class" = "0x0300" ] || [ "$class" = "0x0302" ]; then
-            if [ ! -e /dev/nvidia$N ]; then
-                mknod -m 660 /dev/nvidia$N c 195 $N
-                chown :nvidia$N /dev/nvidia$N
-            fi
-            N=$((N + 1))
-        fi
-    fi
-done
-)";
 
 struct Node {
     bool exists = false;
