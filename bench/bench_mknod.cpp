@@ -5,8 +5,8 @@
 // Both run inside one private mount namespace in which the fixture is
 // bind-mounted over /sys/bus/pci/devices, /proc/devices and /etc/group and an
 // empty directory over /dev, so the script runs unmodified.
-#include "gpuinit/text.hpp"
 #include "classic_script.hpp"
+#include "gpuinit/text.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
@@ -27,8 +27,8 @@
 
 namespace {
 
-using gpuinit::testing::run_process;
 using gpuinit::testing::kClassicScript;
+using gpuinit::testing::run_process;
 using gpuinit::testing::TempDir;
 
 int remove_entry(const char* path, const struct stat* /*st*/, int /*flag*/, struct FTW* ftw) {
@@ -66,6 +66,52 @@ double time_run(const std::vector<std::string>& argv, const std::string& dev_to_
     return std::chrono::duration<double, std::milli>(end - start).count();
 }
 
+// Runs in a child process: the mount namespace must not outlive it. Returns
+// normally so the temporary directories are removed.
+int measure_in_namespace(const std::string& tool, unsigned gpus, int repetitions) {
+    TempDir fixture;
+    TempDir work;
+    if (!gpuinit::testing::write_fixture(gpuinit::testing::workstation(gpus), fixture.path())) {
+        return 1;
+    }
+    std::string script = work / "gpu-restriction.sh";
+    {
+        FILE* out = std::fopen(script.c_str(), "w");
+        std::fputs(kClassicScript, out);
+        std::fclose(out);
+    }
+    std::string classic_dev = work / "dev";
+    ::mkdir(classic_dev.c_str(), 0755);
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        !bind(fixture / "sys/bus/pci/devices", "/sys/bus/pci/devices") ||
+        !bind(fixture / "proc/devices", "/proc/devices") ||
+        !bind(fixture / "etc/group", "/etc/group") || !bind(classic_dev, "/dev")) {
+        std::perror("bench_mknod: namespace setup");
+        return 1;
+    }
+    std::vector<double> ours;
+    std::vector<double> classic;
+    // The cost of starting any process on this machine: the floor
+    // under gpu-mknod, and so the ceiling on any speed-up.
+    std::vector<double> floor;
+    std::vector<std::string> ours_argv = {tool, "--root", fixture.path(), "-q"};
+    std::vector<std::string> classic_argv = {"/bin/sh", script};
+    for (int i = 0; i < repetitions; ++i) {
+        // Interleaved, so drift on a noisy machine hits both alike.
+        ours.push_back(time_run(ours_argv, fixture / "dev"));
+        classic.push_back(time_run(classic_argv, "/dev"));
+        floor.push_back(time_run({"/bin/true"}, work / "empty"));
+    }
+    double ours_ms = median(ours);
+    double classic_ms = median(classic);
+    double floor_ms = median(floor);
+    std::printf("%-6u %16.3f %16.3f %9.1fx %16.3f %11.1fx\n", gpus, ours_ms, classic_ms,
+                classic_ms / ours_ms, floor_ms, classic_ms / floor_ms);
+    std::fflush(stdout);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -85,48 +131,7 @@ int main(int argc, char** argv) {
     for (unsigned gpus : {8u, 16u}) {
         pid_t child = ::fork();
         if (child == 0) {
-            TempDir fixture;
-            TempDir work;
-            if (!gpuinit::testing::write_fixture(gpuinit::testing::workstation(gpus),
-                                                 fixture.path())) {
-                ::_exit(1);
-            }
-            std::string script = work / "gpu-restriction.sh";
-            {
-                FILE* out = std::fopen(script.c_str(), "w");
-                std::fputs(kClassicScript, out);
-                std::fclose(out);
-            }
-            std::string classic_dev = work / "dev";
-            ::mkdir(classic_dev.c_str(), 0755);
-            if (::unshare(CLONE_NEWNS) != 0 ||
-                ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-                !bind(fixture / "sys/bus/pci/devices", "/sys/bus/pci/devices") ||
-                !bind(fixture / "proc/devices", "/proc/devices") ||
-                !bind(fixture / "etc/group", "/etc/group") || !bind(classic_dev, "/dev")) {
-                std::perror("bench_mknod: namespace setup");
-                ::_exit(1);
-            }
-            std::vector<double> ours;
-            std::vector<double> classic;
-            // The cost of starting any process on this machine: the floor
-            // under gpu-mknod, and so the ceiling on any speed-up.
-            std::vector<double> floor;
-            std::vector<std::string> ours_argv = {tool, "--root", fixture.path(), "-q"};
-            std::vector<std::string> classic_argv = {"/bin/sh", script};
-            for (int i = 0; i < repetitions; ++i) {
-                // Interleaved, so drift on a noisy machine hits both alike.
-                ours.push_back(time_run(ours_argv, fixture / "dev"));
-                classic.push_back(time_run(classic_argv, "/dev"));
-                floor.push_back(time_run({"/bin/true"}, work / "empty"));
-            }
-            double ours_ms = median(ours);
-            double classic_ms = median(classic);
-            double floor_ms = median(floor);
-            std::printf("%-6u %16.3f %16.3f %9.1fx %16.3f %11.1fx\n", gpus, ours_ms, classic_ms,
-                        classic_ms / ours_ms, floor_ms, classic_ms / floor_ms);
-            std::fflush(stdout);
-            ::_exit(0);
+            ::_exit(measure_in_namespace(tool, gpus, repetitions));
         }
         int status = 0;
         ::waitpid(child, &status, 0);
