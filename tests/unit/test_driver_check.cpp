@@ -1,0 +1,101 @@
+#include "gpuinit/driver_check.hpp"
+#include "machine_fixture.hpp"
+#include "temp_dir.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gpuinit {
+
+using testing::FakeMachine;
+using testing::TempDir;
+using testing::workstation;
+using testing::write_fixture;
+
+namespace {
+
+DriverCheck check_with(FakeMachine machine, const std::string& params, const TempDir& dir) {
+    machine.params = params;
+    EXPECT_TRUE(write_fixture(machine, dir.path()));
+    auto root = Sysroot::open(dir.path());
+    auto check = check_driver(*root);
+    EXPECT_TRUE(check) << check.error().message;
+    return check ? *check : DriverCheck{};
+}
+
+std::string all(const DriverCheck& check) {
+    std::string text;
+    for (const std::string& danger : check.dangers) {
+        text += danger + "\n";
+    }
+    return text;
+}
+
+} // namespace
+
+TEST(DriverCheck, ShippedParamsAreSafe) {
+    TempDir dir;
+    DriverCheck check = check_with(workstation(4),
+                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                                   "DeviceFileMode: 432\n",
+                                   dir);
+    EXPECT_TRUE(check.driver_loaded);
+    EXPECT_EQ(check.mode, 0660u);
+    EXPECT_TRUE(check.dangers.empty()) << all(check);
+}
+
+TEST(DriverCheck, ModifyDeviceFilesWipesPerGpuGroups) {
+    TempDir dir;
+    DriverCheck check = check_with(workstation(2),
+                                   "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                                   "DeviceFileMode: 432\n",
+                                   dir);
+    ASSERT_EQ(check.dangers.size(), 1u) << all(check);
+    EXPECT_NE(check.dangers[0].find("ModifyDeviceFiles is 1"), std::string::npos);
+    EXPECT_NE(check.dangers[0].find("NVreg_ModifyDeviceFiles=0"), std::string::npos);
+}
+
+TEST(DriverCheck, ModeWiderThanThePolicy) {
+    TempDir dir;
+    // The classic 0777 (511): any user could open a node nvidia-modprobe makes.
+    DriverCheck check = check_with(workstation(2),
+                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                                   "DeviceFileMode: 511\n",
+                                   dir);
+    ASSERT_EQ(check.dangers.size(), 1u) << all(check);
+    EXPECT_NE(check.dangers[0].find("NVreg_DeviceFileMode=0777 lets every user"), std::string::npos)
+        << all(check);
+}
+
+TEST(DriverCheck, GroupTheDriverUsesIsNotThePolicysGroup) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    DriverCheck check = check_with(machine,
+                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 1000\n"
+                                   "DeviceFileMode: 432\n",
+                                   dir);
+    // gid 1000 is nvidia0: fine for GPU 0, too much for GPU 1.
+    ASSERT_EQ(check.dangers.size(), 1u) << all(check);
+    EXPECT_NE(check.dangers[0].find("group 1000 access to GPU 1"), std::string::npos) << all(check);
+}
+
+TEST(DriverCheck, DriverNotLoaded) {
+    TempDir dir;
+    FakeMachine machine = workstation(1);
+    machine.driver_loaded = false;
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    auto check = check_driver(*Sysroot::open(dir.path()));
+    ASSERT_TRUE(check);
+    EXPECT_FALSE(check->driver_loaded);
+}
+
+TEST(DriverCheck, MalformedParamsNameTheLine) {
+    TempDir dir;
+    FakeMachine machine = workstation(1);
+    machine.params = "ModifyDeviceFiles: 0\nDeviceFileMode: 0x1b6\n";
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    auto check = check_driver(*Sysroot::open(dir.path()));
+    ASSERT_FALSE(check);
+    EXPECT_NE(check.error().message.find("params:2:"), std::string::npos) << check.error().message;
+}
+
+} // namespace gpuinit

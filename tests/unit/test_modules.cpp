@@ -1,0 +1,288 @@
+// Module planning on fixture module trees indexed by the real depmod, and
+// failure injection through the loader interface. No kernel is touched.
+#include "gpuinit/modules.hpp"
+#include "root_helpers.hpp"
+#include "temp_dir.hpp"
+
+#include <gtest/gtest.h>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gpuinit {
+
+using testing::run_process;
+using testing::TempDir;
+
+namespace {
+
+constexpr const char* kRelease = "6.1.0-fake-amd64";
+
+std::string depmod_path() {
+    for (const char* path : {"/usr/sbin/depmod", "/sbin/depmod"}) {
+        if (::access(path, X_OK) == 0) {
+            return path;
+        }
+    }
+    return "";
+}
+
+void write(const std::string& path, const std::string& text) {
+    run_process({"/bin/mkdir", "-p", path.substr(0, path.rfind('/'))});
+    FILE* out = std::fopen(path.c_str(), "w");
+    ASSERT_NE(out, nullptr) << path;
+    std::fputs(text.c_str(), out);
+    std::fclose(out);
+}
+
+class FakeLoader : public ModuleLoader {
+  public:
+    bool is_loaded(const std::string& name) override { return loaded.count(name) != 0; }
+    int insert(const std::string& name, const std::string& /*path*/,
+               const std::string& options) override {
+        inserted.push_back(options.empty() ? name : name + " " + options);
+        auto failure = fail_with.find(name);
+        return failure == fail_with.end() ? 0 : -failure->second;
+    }
+    int run_install(const std::string& name, const std::string& command) override {
+        installs.push_back(name + ": " + command);
+        return 0;
+    }
+    std::set<std::string> loaded;
+    std::map<std::string, int> fail_with;
+    std::vector<std::string> inserted;
+    std::vector<std::string> installs;
+};
+
+class ModuleTree : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (depmod_path().empty()) {
+            GTEST_SKIP() << "SKIPPED LOUDLY: depmod (Debian package kmod) is not installed";
+        }
+        std::string dir = root_ / ("lib/modules/" + std::string(kRelease));
+        std::string kernel_dir = dir + "/kernel/drivers/video";
+        ASSERT_EQ(run_process({"/bin/mkdir", "-p", kernel_dir}), 0);
+        for (const char* module : {"nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"}) {
+            ASSERT_EQ(run_process({"/bin/cp", std::string(FAKE_MODULES_DIR) + "/" + module + ".ko",
+                                   kernel_dir}),
+                      0);
+        }
+        write(dir + "/modules.order", "");
+        write(dir + "/modules.builtin", "");
+        std::string output;
+        ASSERT_EQ(run_process({depmod_path(), "-b", root_.path(), kRelease}, &output), 0) << output;
+        write(root_ / "etc/modprobe.d/nvidia.conf",
+              "options nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 "
+              "NVreg_DeviceFileMode=0660 NVreg_ModifyDeviceFiles=0\n");
+    }
+
+    // The plan as "verb name options" lines, or the failure.
+    std::vector<std::string> plan(const std::vector<ModuleRequest>& modules, bool force = false,
+                                  bool run_install = false) {
+        ModloadOptions options;
+        options.release = kRelease;
+        options.modules = modules;
+        options.force = force;
+        options.run_install = run_install;
+        auto root = Sysroot::open(root_.path());
+        failure_ = ModloadFailure{};
+        auto planned = plan_modules(*root, options, loader_, &failure_);
+        std::vector<std::string> lines;
+        if (!planned) {
+            return {"error " + std::to_string(failure_.exit_code) + ": " + failure_.message};
+        }
+        for (const ModuleStep& step : planned->steps) {
+            switch (step.kind) {
+            case ModuleStep::Kind::Insert:
+                lines.push_back("insert " + step.name +
+                                (step.options.empty() ? "" : " " + step.options));
+                break;
+            case ModuleStep::Kind::AlreadyLoaded:
+                lines.push_back("loaded " + step.name);
+                break;
+            case ModuleStep::Kind::RunInstall:
+                lines.push_back("install " + step.name + ": " + step.command);
+                break;
+            }
+        }
+        plan_ = std::move(*planned);
+        return lines;
+    }
+
+    TempDir root_;
+    FakeLoader loader_;
+    ModloadFailure failure_;
+    ModulePlan plan_;
+};
+
+using Lines = std::vector<std::string>;
+constexpr const char* kNvidiaOptions =
+    "NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660 "
+    "NVreg_ModifyDeviceFiles=0";
+
+} // namespace
+
+TEST_F(ModuleTree, PlainLoad) {
+    EXPECT_EQ(plan({{"nvidia", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+    EXPECT_EQ(plan_.steps[0].path,
+              root_ / ("lib/modules/" + std::string(kRelease) + "/kernel/drivers/video/nvidia.ko"));
+}
+
+TEST_F(ModuleTree, DependencyFirstWithMergedOptions) {
+    EXPECT_EQ(plan({{"nvidia_uvm", {"uvm_perf_prefetch_enable=0"}}}),
+              (Lines{std::string("insert nvidia ") + kNvidiaOptions,
+                     "insert nvidia_uvm uvm_perf_prefetch_enable=0"}));
+    EXPECT_EQ(plan({{"nvidia_drm", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions,
+                                                 "insert nvidia_modeset", "insert nvidia_drm"}));
+}
+
+TEST_F(ModuleTree, AlreadyLoadedIsLeftAlone) {
+    loader_.loaded = {"nvidia"};
+    EXPECT_EQ(plan({{"nvidia", {}}, {"nvidia_uvm", {}}}),
+              (Lines{"loaded nvidia", "insert nvidia_uvm"}));
+}
+
+TEST_F(ModuleTree, BlacklistIsHonouredUnlessForced) {
+    write(root_ / "etc/modprobe.d/blacklist-drm.conf", "blacklist nvidia_drm\n");
+    Lines refused = plan({{"nvidia_drm", {}}});
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].rfind("error 6: module nvidia_drm is blacklisted", 0), 0u) << refused[0];
+    EXPECT_EQ(plan({{"nvidia_drm", {}}}, true).back(), "insert nvidia_drm");
+}
+
+TEST_F(ModuleTree, InstallLinesAreIgnoredUnlessAsked) {
+    write(root_ / "etc/modprobe.d/install.conf", "install nvidia /sbin/gpu-modload nvidia\n");
+    EXPECT_EQ(plan({{"nvidia_uvm", {}}}),
+              (Lines{std::string("insert nvidia ") + kNvidiaOptions, "insert nvidia_uvm"}));
+    EXPECT_EQ(plan({{"nvidia_uvm", {}}}, false, true),
+              (Lines{"install nvidia: /sbin/gpu-modload nvidia", "insert nvidia_uvm"}));
+}
+
+TEST_F(ModuleTree, CommandLineOptionsOverrideModprobeD) {
+    EXPECT_EQ(plan({{"nvidia", {"NVreg_DeviceFileMode=0600", "NVreg_EnableMSI=0"}}}),
+              (Lines{"insert nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 "
+                     "NVreg_DeviceFileMode=0600 NVreg_ModifyDeviceFiles=0 NVreg_EnableMSI=0"}));
+}
+
+TEST_F(ModuleTree, RootKernelCommandLineAppliesButNotTheHosts) {
+    write(root_ / "proc/cmdline", "BOOT_IMAGE=/vmlinuz quiet nvidia.NVreg_EnableMSI=0 "
+                                  "nvidia.NVreg_DeviceFileMode=0640 other.x=1\n");
+    // Exactly modprobe.d, then the root's cmdline: whatever the host booted
+    // with never shows up.
+    EXPECT_EQ(plan({{"nvidia", {}}}),
+              (Lines{"insert nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 "
+                     "NVreg_DeviceFileMode=0640 NVreg_ModifyDeviceFiles=0 NVreg_EnableMSI=0"}));
+}
+
+TEST_F(ModuleTree, MissingModuleNamesTheDirectory) {
+    Lines lines = plan({{"nvidia_peermem", {}}});
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(failure_.exit_code, kModloadNotFound);
+    EXPECT_NE(lines[0].find("module nvidia_peermem not found in " +
+                            root_ / ("lib/modules/" + std::string(kRelease))),
+              std::string::npos)
+        << lines[0];
+}
+
+TEST_F(ModuleTree, AliasesResolve) {
+    write(root_ / "etc/modprobe.d/alias.conf", "alias gpu-driver nvidia\n");
+    EXPECT_EQ(plan({{"gpu-driver", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+    EXPECT_EQ(plan({{"pci:v000010DEd00002330sv000010DEsd00001626bc03sc02i00", {}}}),
+              (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+}
+
+TEST_F(ModuleTree, OptionsFromTwoFilesMerge) {
+    write(root_ / "lib/modprobe.d/nvidia-vendor.conf",
+          "options nvidia NVreg_PreserveVideoMemoryAllocations=1 NVreg_DeviceFileMode=0666\n");
+    // /etc/modprobe.d/nvidia.conf comes first in kmod's order; a later file's
+    // value for the same key wins, as the kernel applies the last one.
+    Lines lines = plan({{"nvidia", {}}});
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("NVreg_PreserveVideoMemoryAllocations=1"), std::string::npos)
+        << lines[0];
+    EXPECT_NE(lines[0].find("NVreg_ModifyDeviceFiles=0"), std::string::npos) << lines[0];
+    // A file of the same name in /etc hides the one in /lib.
+    write(root_ / "etc/modprobe.d/nvidia-vendor.conf", "options nvidia NVreg_EnableMSI=1\n");
+    lines = plan({{"nvidia", {}}});
+    EXPECT_EQ(lines[0].find("NVreg_PreserveVideoMemoryAllocations"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("NVreg_EnableMSI=1"), std::string::npos) << lines[0];
+}
+
+TEST_F(ModuleTree, SoftdepsLoadFirst) {
+    write(root_ / "etc/modprobe.d/softdep.conf", "softdep nvidia_uvm pre: nvidia_modeset\n");
+    EXPECT_EQ(plan({{"nvidia_uvm", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions,
+                                                 "insert nvidia_modeset", "insert nvidia_uvm"}));
+}
+
+struct Injected {
+    const char* name;
+    int error;
+    int exit_code;
+    const char* message;
+};
+
+void PrintTo(const Injected& injected, std::ostream* out) {
+    *out << injected.name;
+}
+
+class InjectedFailure : public ModuleTree, public ::testing::WithParamInterface<Injected> {};
+
+TEST_P(InjectedFailure, MapsToMessageAndExitCode) {
+    ASSERT_EQ(plan({{"nvidia_uvm", {}}}).size(), 2u);
+    loader_.fail_with["nvidia_uvm"] = GetParam().error;
+    ModloadReport report = execute_plan(plan_, loader_);
+    EXPECT_EQ(report.failure.exit_code, GetParam().exit_code);
+    EXPECT_NE(report.failure.message.find(GetParam().message), std::string::npos)
+        << report.failure.message;
+    EXPECT_EQ(loader_.inserted.front(), std::string("nvidia ") + kNvidiaOptions);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, InjectedFailure,
+    ::testing::Values(Injected{"ENOENT", ENOENT, kModloadNotFound, "run depmod"},
+                      Injected{"EPERM", EPERM, kModloadPermission, "run as root"},
+                      Injected{"ENOEXEC", ENOEXEC, kModloadBadModule, "dmesg"},
+                      Injected{"EINVAL", EINVAL, kModloadBadModule, "vermagic"},
+                      Injected{"EKEYREJECTED", EKEYREJECTED, kModloadKeyRejected,
+                               "signature rejected"}),
+    [](const ::testing::TestParamInfo<Injected>& param_info) {
+        return std::string(param_info.param.name);
+    });
+
+TEST_F(ModuleTree, AlreadyExistsCountsAsLoaded) {
+    ASSERT_EQ(plan({{"nvidia_uvm", {}}}).size(), 2u);
+    loader_.fail_with["nvidia"] = EEXIST;
+    ModloadReport report = execute_plan(plan_, loader_);
+    EXPECT_EQ(report.failure.exit_code, kModloadOk) << report.failure.message;
+    ASSERT_EQ(report.done.size(), 2u);
+    EXPECT_EQ(report.done[0].kind, ModuleStep::Kind::AlreadyLoaded);
+    EXPECT_EQ(report.done[1].kind, ModuleStep::Kind::Insert);
+}
+
+TEST_F(ModuleTree, ToolDryRunShowsNvidiaFirstWithMergedOptions) {
+    std::string output;
+    int code = run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease,
+                            "--dry-run", "nvidia_uvm", "nvidia", "NVreg_DeviceFileMode=0600"},
+                           &output);
+    EXPECT_EQ(code, 0) << output;
+    size_t nvidia = output.find("insmod          nvidia ");
+    size_t uvm = output.find("insmod          nvidia_uvm ");
+    ASSERT_NE(nvidia, std::string::npos) << output;
+    ASSERT_NE(uvm, std::string::npos) << output;
+    EXPECT_LT(nvidia, uvm);
+    EXPECT_NE(output.find("NVreg_DeviceFileMode=0600 NVreg_ModifyDeviceFiles=0"), std::string::npos)
+        << output;
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--dry-run", "nvidia_nope"}),
+              kModloadNotFound);
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "NVreg_X=1"}), kModloadUsage);
+}
+
+TEST(ModuleOptions, MergeReplacesKeysInPlace) {
+    EXPECT_EQ(merge_module_options({"a=1 b=2", "c=3", "a=9"}), "a=9 b=2 c=3");
+    EXPECT_EQ(merge_module_options({"s=\"x y\" flag"}), "s=\"x y\" flag");
+    EXPECT_EQ(merge_module_options({}), "");
+}
+
+} // namespace gpuinit
