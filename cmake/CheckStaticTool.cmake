@@ -1,0 +1,18 @@
+# Post-build check of one static tool: `file` must say "statically linked",
+# and the stripped size must fit the budget. Run with
+#   cmake -DTOOL=path -DBUDGET=bytes -DSIZES=file -P CheckStaticTool.cmake
+execute_process(COMMAND file -b ${TOOL} OUTPUT_VARIABLE kind OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT kind MATCHES "statically linked")
+  message(FATAL_ERROR "${TOOL} is not statically linked: ${kind}")
+endif()
+execute_process(COMMAND strip -o ${TOOL}.stripped ${TOOL} RESULT_VARIABLE stripped)
+if(NOT stripped EQUAL 0)
+  message(FATAL_ERROR "strip ${TOOL} failed")
+endif()
+file(SIZE ${TOOL}.stripped size)
+get_filename_component(name ${TOOL} NAME)
+file(WRITE ${SIZES}/${name}.size "${size}\n")
+if(size GREATER BUDGET)
+  message(FATAL_ERROR "${name} is ${size} bytes stripped, over the budget of ${BUDGET}")
+endif()
+message(STATUS "${name}: ${size} bytes stripped (budget ${BUDGET}), statically linked")

@@ -1,0 +1,30 @@
+# GPUINIT_STATIC=ON: every tool is linked fully static against libkmod.a,
+# libpci.a, libudev.a (built from Debian's sources by
+# scripts/build-static-deps.sh, cached in the build tree) and libcap-ng.a.
+set(GPUINIT_STATIC_DEPS "${PROJECT_BINARY_DIR}/static-deps" CACHE PATH
+    "Where scripts/build-static-deps.sh puts the static archives")
+set(GPUINIT_SIZE_BUDGET 1258291 CACHE STRING "Largest stripped static tool, in bytes (1.2 MB)")
+
+if(NOT EXISTS "${GPUINIT_STATIC_DEPS}/.complete")
+  message(STATUS "Building the static dependencies into ${GPUINIT_STATIC_DEPS}")
+  execute_process(
+    COMMAND ${PROJECT_SOURCE_DIR}/scripts/build-static-deps.sh ${GPUINIT_STATIC_DEPS}
+    RESULT_VARIABLE deps_result)
+  if(NOT deps_result EQUAL 0)
+    message(FATAL_ERROR "scripts/build-static-deps.sh failed (${deps_result})")
+  endif()
+endif()
+
+foreach(library pci kmod udev cap-ng)
+  add_library(gpuinit::${library} STATIC IMPORTED)
+  set_target_properties(gpuinit::${library} PROPERTIES
+    IMPORTED_LOCATION "${GPUINIT_STATIC_DEPS}/lib/lib${library}.a"
+    INTERFACE_INCLUDE_DIRECTORIES "${GPUINIT_STATIC_DEPS}/include")
+endforeach()
+set_target_properties(gpuinit::udev PROPERTIES INTERFACE_LINK_OPTIONS "-pthread")
+
+add_compile_options(-ffunction-sections -fdata-sections)
+# --fatal-warnings turns glibc's "Using 'getgrnam' in statically linked
+# applications requires at runtime the shared libraries..." into a build
+# failure: a static tool must never load NSS modules.
+add_link_options(-static -Wl,--gc-sections -Wl,--fatal-warnings)

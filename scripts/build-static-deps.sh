@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Builds the static archives the static gpuinit tools link against, from
+# Debian's own source packages at the versions the archive serves:
+# libkmod.a (kmod), libpci.a (pciutils) and libudev.a (systemd). Debian 12
+# ships only libcap-ng.a, which is copied from libcap-ng-dev.
+#
+#   scripts/build-static-deps.sh OUTDIR
+#
+# OUTDIR gets include/ and lib/; a finished run leaves OUTDIR/.complete with
+# the versions, and a rerun with it present neither fetches nor compiles.
+# Needs root only to add a deb-src entry when none exists.
+set -euo pipefail
+
+out=${1:?usage: build-static-deps.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+stamp=$out/.complete
+if [[ -f $stamp ]]; then
+  echo "build-static-deps: cached in $out ($(tr '\n' ' ' <"$stamp"))"
+  exit 0
+fi
+jobs=$(nproc)
+src=$out/src
+rm -rf "${src:?}" "${out:?}/include" "${out:?}/lib"
+mkdir -p "$src" "$out/include" "$out/lib"
+
+have_deb_src() {
+  grep -rqsE '^[[:space:]]*Types:.*deb-src' /etc/apt/sources.list.d/ ||
+    grep -qsE '^[[:space:]]*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/*.list
+}
+if ! have_deb_src; then
+  echo "build-static-deps: no deb-src entry; adding /etc/apt/sources.list.d/gpuinit-deb-src.sources" >&2
+  cat >/etc/apt/sources.list.d/gpuinit-deb-src.sources <<'SOURCES'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+  apt-get update -qq
+fi
+
+cd "$src"
+for package in kmod pciutils systemd; do
+  # Read to the end: an early exit would break the pipe under pipefail.
+  version=$(apt-cache showsrc "$package" | awk '/^Version:/ && !v {v = $2} END {print v}')
+  echo "build-static-deps: fetching $package $version"
+  apt-get source -qq "$package=$version" >/dev/null 2>&1 ||
+    { echo "build-static-deps: apt-get source $package=$version failed" >&2; exit 1; }
+  echo "$package $version" >>"$src/versions"
+done
+
+# libpci.a: no zlib, DNS, libkmod or hwdb, so it needs nothing else at run time.
+echo "build-static-deps: building libpci.a"
+pci=$(echo "$src"/pciutils-*/)
+make -s -C "$pci" lib/libpci.a ZLIB=no DNS=no SHARED=no LIBKMOD=no HWDB=no \
+  IDSDIR=/usr/share/misc OPT="-O2 -fPIC -ffunction-sections -fdata-sections" -j "$jobs"
+mkdir -p "$out/include/pci"
+cp "$pci"/lib/{pci.h,config.h,header.h,types.h} "$out/include/pci/"
+cp "$pci/lib/libpci.a" "$out/lib/"
+
+# libkmod.a: its build refuses --enable-static, so compile the library and its
+# shared helpers directly, without compression or crypto support.
+echo "build-static-deps: building libkmod.a"
+kmod=$(echo "$src"/kmod-*/)
+cat >"$kmod/gpuinit-config.h" <<'CONFIG'
+#define ENABLE_LOGGING 1
+#define HAVE_DECL_BE32TOH 1
+#define HAVE_DECL_STRNDUPA 1
+#define HAVE_LINUX_MODULE_H 1
+#define HAVE_NORETURN 1
+#define HAVE_SECURE_GETENV 1
+#define HAVE_STATIC_ASSERT 1
+#define HAVE_STRUCT_STAT_ST_MTIM 1
+#define HAVE___BUILTIN_UADDLL_OVERFLOW 1
+#define HAVE___BUILTIN_UADDL_OVERFLOW 1
+#define KMOD_FEATURES "-ZSTD -XZ -ZLIB -LIBCRYPTO"
+#define PACKAGE "kmod"
+#define VERSION "30"
+CONFIG
+mkdir -p "$kmod/gpuinit-build"
+for file in "$kmod"/libkmod/libkmod*.c "$kmod"/shared/*.c; do
+  gcc -c -O2 -fPIC -ffunction-sections -fdata-sections -fvisibility=hidden -D_GNU_SOURCE \
+    -include "$kmod/gpuinit-config.h" -I"$kmod" -DSYSCONFDIR='"/etc"' \
+    -o "$kmod/gpuinit-build/$(basename "$file" .c).o" "$file" &
+done
+wait
+# libkmod exports its API with default visibility and keeps the rest hidden;
+# localizing the hidden symbols of one relocatable object keeps its helpers
+# (memdup, path_make_absolute_cwd, ...) from clashing with systemd's in
+# libudev.a.
+ld -r -o "$kmod/gpuinit-build/kmod.o" "$kmod"/gpuinit-build/*.o
+objcopy --localize-hidden "$kmod/gpuinit-build/kmod.o"
+ar rcs "$out/lib/libkmod.a" "$kmod/gpuinit-build/kmod.o"
+cp "$kmod/libkmod/libkmod.h" "$out/include/"
+
+# libudev.a: meson wants version.h generated before the library.
+echo "build-static-deps: building libudev.a (about a minute and a half)"
+systemd=$(echo "$src"/systemd-*/)
+meson setup "$systemd/gpuinit-build" "$systemd" -Dauto_features=disabled \
+  -Dstatic-libudev=true -Dtests=false -Dman=false -Dhtml=false -Dtranslations=false \
+  -Dlink-udev-shared=false -Dbuildtype=release >"$src/meson.log" 2>&1 ||
+  { tail -30 "$src/meson.log" >&2; exit 1; }
+ninja -C "$systemd/gpuinit-build" version.h >/dev/null
+ninja -C "$systemd/gpuinit-build" libudev.a >/dev/null
+cp "$systemd/gpuinit-build/libudev.a" "$out/lib/"
+cp "$systemd/src/libudev/libudev.h" "$out/include/"
+
+cp /usr/lib/*/libcap-ng.a "$out/lib/"
+cp /usr/include/cap-ng.h "$out/include/"
+
+cp "$src/versions" "$stamp"
+rm -rf "$src"
+echo "build-static-deps: done: $(tr '\n' ' ' <"$stamp")in $out"
