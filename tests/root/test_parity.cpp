@@ -3,8 +3,8 @@
 // the fixture bind-mounted over /sys/bus/pci/devices, /proc/devices and
 // /etc/group, and a temporary directory over /dev. Where the script is right
 // the nodes are identical; where it is wrong, gpu-mknod is right.
-#include "gpuinit/mknod.hpp"
 #include "classic_script.hpp"
+#include "gpuinit/mknod.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"

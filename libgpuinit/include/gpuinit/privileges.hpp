@@ -2,11 +2,10 @@
 // in a static binary (no getpwnam, initgroups or capng_change_id).
 #pragma once
 
-#include <sys/types.h>
-
-#include <vector>
-
 #include "gpuinit/result.hpp"
+
+#include <sys/types.h>
+#include <vector>
 
 namespace gpuinit {
 
