@@ -1,0 +1,20 @@
+# gpu-modload loads nvidia_uvm, and with it nvidia, through libkmod in the
+# real kernel, with the options from modprobe.d and the command line.
+. /scenario-common.sh
+mkdir -p /etc/modprobe.d
+cat >/etc/modprobe.d/gpu-restriction.conf <<'CONF'
+options nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660 NVreg_ModifyDeviceFiles=0
+options nvidia gpus=2
+CONF
+gpu-modload --dry-run nvidia_uvm
+gpu-modload -v nvidia_uvm nvidia NVreg_DeviceFileGID=0
+grep -E '^nvidia(_uvm)? ' /proc/modules
+grep -q '^nvidia ' /proc/modules || fail "nvidia not loaded"
+grep -q '^nvidia_uvm ' /proc/modules || fail "nvidia_uvm not loaded"
+cat /proc/driver/nvidia/params
+grep -q '^DeviceFileMode: 432$' /proc/driver/nvidia/params || fail "DeviceFileMode did not reach the driver"
+grep -q '^ModifyDeviceFiles: 0$' /proc/driver/nvidia/params || fail "ModifyDeviceFiles"
+[ "$(ls /proc/driver/nvidia/gpus | wc -l)" = 2 ] || fail "gpus=2 did not reach the driver"
+gpu-modload --check || fail "--check on the shipped options"
+gpu-modload -v | grep -q "already-loaded" || fail "a second load did not report loaded modules"
+gpu-mknod -q
