@@ -67,6 +67,16 @@ bool run_classic_script(const TempDir& fixture, const TempDir& work, std::string
     return run_process({"/usr/bin/unshare", "-m", "/bin/sh", "-c", wrapper}, log) == 0;
 }
 
+// The classic script with /dev in `work`, then gpu-mknod on the fixture.
+void run_both(const TempDir& fixture, const TempDir& work) {
+    std::string log;
+    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
+    MknodOptions options;
+    options.root = fixture.path();
+    MknodOutcome outcome = run_mknod(options);
+    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+}
+
 } // namespace
 
 #define GPUINIT_REQUIRE_UNSHARE()                                                                  \
@@ -83,13 +93,7 @@ TEST(Parity, WhereTheScriptIsRightTheNodesAreIdentical) {
     TempDir work;
     FakeMachine machine = workstation(4);
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    std::string log;
-    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
-
-    MknodOptions options;
-    options.root = fixture.path();
-    MknodOutcome outcome = run_mknod(options);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    run_both(fixture, work);
 
     for (unsigned i = 0; i < 4; ++i) {
         std::string name = "nvidia" + std::to_string(i);
@@ -130,12 +134,7 @@ TEST(Parity, MinorsOutOfPciOrder) {
     }
     machine.policy = policy;
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    std::string log;
-    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
-    MknodOptions options;
-    options.root = fixture.path();
-    MknodOutcome outcome = run_mknod(options);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    run_both(fixture, work);
 
     // The PCI-first GPU is minor 3: its node must belong to nvidia0.
     Node ours = node_at(fixture / "dev/nvidia3");
@@ -157,11 +156,7 @@ TEST(Parity, A0380GpuIsNotCountedByTheScript) {
     FakeMachine machine = workstation(3);
     machine.pci[3].pci_class = 0x038000; // the second GPU, minor 1
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    std::string log;
-    ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
-    MknodOptions options;
-    options.root = fixture.path();
-    ASSERT_EQ(run_mknod(options).exit_code, kExitOk);
+    run_both(fixture, work);
 
     // The script counted two GPUs and made nvidia0 and nvidia1 only: the
     // third GPU (minor 2) has no node at all.
