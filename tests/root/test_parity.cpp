@@ -93,7 +93,7 @@ TEST(Parity, WhereTheScriptIsRightTheNodesAreIdentical) {
     TempDir work;
     FakeMachine machine = workstation(4);
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    run_both(fixture, work);
+    ASSERT_NO_FATAL_FAILURE(run_both(fixture, work));
 
     for (unsigned i = 0; i < 4; ++i) {
         std::string name = "nvidia" + std::to_string(i);
@@ -134,7 +134,7 @@ TEST(Parity, MinorsOutOfPciOrder) {
     }
     machine.policy = policy;
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    run_both(fixture, work);
+    ASSERT_NO_FATAL_FAILURE(run_both(fixture, work));
 
     // The PCI-first GPU is minor 3: its node must belong to nvidia0.
     Node ours = node_at(fixture / "dev/nvidia3");
@@ -156,7 +156,7 @@ TEST(Parity, A0380GpuIsNotCountedByTheScript) {
     FakeMachine machine = workstation(3);
     machine.pci[3].pci_class = 0x038000; // the second GPU, minor 1
     ASSERT_TRUE(write_fixture(machine, fixture.path()));
-    run_both(fixture, work);
+    ASSERT_NO_FATAL_FAILURE(run_both(fixture, work));
 
     // The script counted two GPUs and made nvidia0 and nvidia1 only: the
     // third GPU (minor 2) has no node at all.
