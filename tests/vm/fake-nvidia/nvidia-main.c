@@ -11,6 +11,8 @@
  *    dynamic "nvidia-caps", and /proc/driver/nvidia/{params,version,gpus/}
  *    in the real driver's formats;
  *  - the NVreg_* options, reported in params;
+ *  - with mig=N, the MIG capability files of N GPU instances per GPU and
+ *    /proc/driver/nvidia-caps/mig-minors, numbered as the real driver does;
  *  - the open/close lifecycle: the first open of /dev/nvidiaN initializes
  *    the GPU and the last close tears it down, counted per GPU in
  *    /proc/driver/nvidia-test/counters.
@@ -45,6 +47,10 @@ static bool legacy_frontend;
 module_param(legacy_frontend, bool, 0444);
 MODULE_PARM_DESC(legacy_frontend, "register 'nvidia-frontend' as older drivers do");
 
+static unsigned int mig;
+module_param(mig, uint, 0444);
+MODULE_PARM_DESC(mig, "GPU instances (each with compute instance 0) per GPU, 0-7");
+
 static unsigned int NVreg_DeviceFileUID;
 module_param(NVreg_DeviceFileUID, uint, 0);
 static unsigned int NVreg_DeviceFileGID;
@@ -61,7 +67,15 @@ struct fake_gpu {
 	unsigned long inits;
 	unsigned long deinits;
 	struct proc_dir_entry *proc_dir;
+	struct proc_dir_entry *caps_dir;
 };
+
+/* The real driver's numbering of MIG capability minors (see mig-minors). */
+#define MIG_GPUS 32
+#define MIG_GIS 15
+#define MIG_CIS 8
+#define MIG_GI_MINOR(g, i) (3 + 135 * (g) + 9 * (i))
+#define MIG_CI_MINOR(g, i, c) (4 + 135 * (g) + 9 * (i) + (c))
 
 /* Config space of slot i function 0 (GPU) and slot 0 function 1 (audio). */
 static u8 config[FAKE_MAX_GPUS + 1][FAKE_CFG_SIZE];
@@ -74,7 +88,7 @@ static struct pci_sysdata sysdata = { .node = NUMA_NO_NODE };
 static struct resource bus_range = {
 	.name = "fake-nvidia buses", .start = 0, .end = 0, .flags = IORESOURCE_BUS,
 };
-static struct proc_dir_entry *proc_nvidia, *proc_gpus, *proc_test;
+static struct proc_dir_entry *proc_nvidia, *proc_gpus, *proc_test, *proc_caps, *proc_nv_caps;
 
 static u8 *config_of(unsigned int devfn)
 {
@@ -279,6 +293,57 @@ static int counters_show(struct seq_file *m, void *v)
 	return 0;
 }
 
+/* A capability file: private data packs the minor and the mode. */
+static int cap_show(struct seq_file *m, void *v)
+{
+	unsigned long packed = (unsigned long)m->private;
+
+	seq_printf(m, "DeviceFileMinor: %lu\n", packed & 0xffff);
+	seq_printf(m, "DeviceFileMode: %lu\n", packed >> 16);
+	seq_printf(m, "DeviceFileModify: %u\n", NVreg_ModifyDeviceFiles);
+	return 0;
+}
+
+static void add_cap(struct proc_dir_entry *dir, unsigned int minor, unsigned int mode)
+{
+	proc_create_single_data("access", 0444, dir, cap_show,
+				(void *)(unsigned long)(minor | mode << 16));
+}
+
+static int mig_minors_show(struct seq_file *m, void *v)
+{
+	int g, i, c;
+
+	seq_printf(m, "config 1\nmonitor 2\n");
+	for (g = 0; g < MIG_GPUS; g++)
+		for (i = 0; i < MIG_GIS; i++) {
+			seq_printf(m, "gpu%d/gi%d/access %d\n", g, i, MIG_GI_MINOR(g, i));
+			for (c = 0; c < MIG_CIS; c++)
+				seq_printf(m, "gpu%d/gi%d/ci%d/access %d\n", g, i, c,
+					   MIG_CI_MINOR(g, i, c));
+		}
+	return 0;
+}
+
+/* capabilities/gpu<minor>/mig/gi<I>/access and gi<I>/ci0/access, I = 1..mig */
+static void add_mig_instances(struct fake_gpu *gpu)
+{
+	struct proc_dir_entry *mig_dir, *gi_dir, *ci_dir;
+	char name[16];
+	unsigned int i;
+
+	snprintf(name, sizeof(name), "gpu%d", gpu->minor);
+	gpu->caps_dir = proc_mkdir(name, proc_caps);
+	mig_dir = proc_mkdir("mig", gpu->caps_dir);
+	for (i = 1; i <= mig; i++) {
+		snprintf(name, sizeof(name), "gi%u", i);
+		gi_dir = proc_mkdir(name, mig_dir);
+		add_cap(gi_dir, MIG_GI_MINOR(gpu->minor, i), 0444);
+		ci_dir = proc_mkdir("ci0", gi_dir);
+		add_cap(ci_dir, MIG_CI_MINOR(gpu->minor, i, 0), 0444);
+	}
+}
+
 static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	unsigned int slot = PCI_SLOT(pdev->devfn);
@@ -299,6 +364,8 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	gpu->proc_dir = proc_mkdir(pci_name(pdev), proc_gpus);
 	if (gpu->proc_dir)
 		proc_create_single_data("information", 0444, gpu->proc_dir, information_show, gpu);
+	if (mig && gpu->minor < MIG_GPUS)
+		add_mig_instances(gpu);
 	pci_set_drvdata(pdev, gpu);
 	dev_info(&pdev->dev, "fake-nvidia: bound as minor %d\n", gpu->minor);
 	return 0;
@@ -309,6 +376,8 @@ static void nv_remove(struct pci_dev *pdev)
 	struct fake_gpu *gpu = pci_get_drvdata(pdev);
 
 	proc_remove(gpu->proc_dir);
+	proc_remove(gpu->caps_dir);
+	gpu->caps_dir = NULL;
 	mutex_lock(&gpu_lock);
 	gpu->pdev = NULL;
 	gpu->proc_dir = NULL;
@@ -429,6 +498,18 @@ static int __init nv_init(void)
 	proc_create_single("params", 0444, proc_nvidia, params_show);
 	proc_create_single("version", 0444, proc_nvidia, version_show);
 	proc_create_single("counters", 0444, proc_test, counters_show);
+	if (mig) {
+		struct proc_dir_entry *mig_dir;
+
+		proc_caps = proc_mkdir("capabilities", proc_nvidia);
+		mig_dir = proc_mkdir("mig", proc_caps);
+		proc_create_single_data("config", 0444, mig_dir, cap_show,
+					(void *)(unsigned long)(1 | 0400 << 16));
+		proc_create_single_data("monitor", 0444, mig_dir, cap_show,
+					(void *)(unsigned long)(2 | 0444 << 16));
+		proc_nv_caps = proc_mkdir("driver/nvidia-caps", NULL);
+		proc_create_single("mig-minors", 0444, proc_nv_caps, mig_minors_show);
+	}
 	ret = pci_register_driver(&nv_driver);
 	if (ret)
 		goto out_proc;
@@ -440,6 +521,7 @@ static int __init nv_init(void)
 out_driver:
 	pci_unregister_driver(&nv_driver);
 out_proc:
+	proc_remove(proc_nv_caps);
 	proc_remove(proc_test);
 	proc_remove(proc_nvidia);
 	unregister_chrdev(caps_major, "nvidia-caps");
@@ -452,6 +534,7 @@ static void __exit nv_exit(void)
 {
 	remove_bus();
 	pci_unregister_driver(&nv_driver);
+	proc_remove(proc_nv_caps);
 	proc_remove(proc_test);
 	proc_remove(proc_nvidia);
 	unregister_chrdev(caps_major, "nvidia-caps");

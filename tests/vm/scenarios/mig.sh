@@ -1,0 +1,27 @@
+# MIG capability files as the real driver numbers them: every possible
+# instance in mig-minors, the existing ones under capabilities/.
+. /scenario-common.sh
+insmod $extra/nvidia.ko gpus=2 mig=2
+minors=/proc/driver/nvidia-caps/mig-minors
+head -4 $minors
+[ "$(wc -l <$minors)" = 4322 ] || fail "mig-minors has $(wc -l <$minors) lines, want 2 + 32*15*9"
+grep -qx "gpu2/gi7/access 336" $minors || fail "gpu2/gi7/access"
+grep -qx "gpu2/gi7/ci0/access 337" $minors || fail "gpu2/gi7/ci0/access"
+caps=/proc/driver/nvidia/capabilities
+cat $caps/mig/config
+grep -qx "DeviceFileMinor: 1" $caps/mig/config || fail "config minor"
+grep -qx "DeviceFileMode: 256" $caps/mig/config || fail "config mode (0400 in decimal)"
+find $caps -name access | sort
+for g in 0 1; do
+  for i in 1 2; do
+    gi=$(awk -v k="gpu$g/gi$i/access" '$1 == k {print $2}' $minors)
+    ci=$(awk -v k="gpu$g/gi$i/ci0/access" '$1 == k {print $2}' $minors)
+    grep -qx "DeviceFileMinor: $gi" $caps/gpu$g/mig/gi$i/access || fail "gpu$g gi$i"
+    grep -qx "DeviceFileMinor: $ci" $caps/gpu$g/mig/gi$i/ci0/access || fail "gpu$g gi$i ci0"
+    grep -qx "DeviceFileMode: 292" $caps/gpu$g/mig/gi$i/ci0/access || fail "mode 0444"
+  done
+done
+[ ! -e $caps/gpu0/mig/gi3 ] || fail "an instance that does not exist"
+grep -q "nvidia-caps" /proc/devices || fail "no nvidia-caps major"
+rmmod nvidia
+[ ! -e /proc/driver/nvidia-caps ] || fail "rmmod left /proc/driver/nvidia-caps"
