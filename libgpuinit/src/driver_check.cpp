@@ -117,7 +117,7 @@ Result<DriverCheck> check_driver(const Sysroot& root) {
             " policy (" +
                 check.policy_source +
                 "); set NVreg_ModifyDeviceFiles=0 (gpuinit ships"
-                " /lib/modprobe.d/gpu-restriction.conf) and reload the driver");
+                " /usr/lib/modprobe.d/gpu-restriction.conf) and reload the driver");
     }
     return check;
 }

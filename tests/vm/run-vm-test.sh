@@ -50,44 +50,100 @@ if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   strip --strip-debug "$cache"/fake-nvidia/*.ko
   rm -f "$cache"/fake-nvidia.*.built && touch "$cache/fake-nvidia.$source_stamp.built"
 fi
+if [[ $scenario == systemd-* ]]; then
+  command -v debootstrap >/dev/null || skip "debootstrap is missing"
+  "$here/build-debian-image.sh" "$cache/debian"
+fi
 flock -u 9
 
 # The scenario's own tree: nothing is shared with another scenario's.
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuinit-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tree=$work/root
-mkdir -p "$tree"/{bin,sbin,etc,proc,sys,dev,tmp,run,usr/sbin,lib/modules/"$release"/extra}
-cp /bin/busybox "$tree/bin/busybox"
-for applet in $("$tree/bin/busybox" --list); do
-  [[ $applet == busybox ]] || ln -sf busybox "$tree/bin/$applet"
-done
-cp "$cache"/fake-nvidia/*.ko "$tree/lib/modules/$release/extra/"
-cp "$cache"/modules.builtin* "$tree/lib/modules/$release/"
-: >"$tree/lib/modules/$release/modules.order"
-"$depmod" -b "$tree" "$release"
-for tool in "${tools[@]}"; do
-  cp "$tool" "$tree/usr/sbin/"
-  # A dynamic tool brings its libraries and loader; a static one needs none.
-  for library in $(ldd "$tool" 2>/dev/null | grep -oE '/[^ ]+' || true); do
-    mkdir -p "$tree$(dirname "$library")"
-    cp -L "$library" "$tree$library"
+memory=512
+add_tools() {
+  for tool in "${tools[@]}"; do
+    cp "$tool" "$tree/usr/sbin/"
+    # A dynamic tool brings its libraries and loader; a static one needs none.
+    for library in $(ldd "$tool" 2>/dev/null | grep -oE '/[^ ]+' || true); do
+      [[ -e $tree$library ]] && continue # the Debian image has its own libc
+      mkdir -p "$tree$(dirname "$library")"
+      cp -L "$library" "$tree$library"
+    done
   done
-done
-cat >"$tree/etc/passwd" <<'PASSWD'
-root:x:0:0:root:/root:/bin/sh
+}
+add_modules() {
+  mkdir -p "$tree/lib/modules/$release/extra"
+  cp "$cache"/fake-nvidia/*.ko "$tree/lib/modules/$release/extra/"
+  cp "$cache"/modules.builtin* "$tree/lib/modules/$release/"
+  : >"$tree/lib/modules/$release/modules.order"
+  "$depmod" -b "$tree" "$release"
+}
+add_accounts() {
+  cat >>"$tree/etc/passwd" <<'PASSWD'
 alice:x:1000:1000::/tmp:/bin/sh
 bob:x:1001:1001::/tmp:/bin/sh
 PASSWD
-cat >"$tree/etc/group" <<'GROUP'
-root:x:0:
+  cat >>"$tree/etc/group" <<'GROUP'
 nvidia0:x:1000:alice
 nvidia1:x:1001:bob
 nvidia2:x:1002:
 nvidia3:x:1003:
 GROUP
-cp "$here/scenarios/$scenario.sh" "$tree/scenario.sh"
-cp "$here/scenarios/common.sh" "$tree/scenario-common.sh"
-cat >"$tree/init" <<INIT
+}
+# The guest's verdict, written to qemu's isa-debug-exit port: 1 pass, 2 fail.
+# Expanded in the guest, so single quotes are meant.
+# shellcheck disable=SC2016
+report='printf "\\$(printf %o "$result")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null'
+
+if [[ $scenario == systemd-* ]]; then
+  # A minimal Debian booting systemd as init, with the project installed by
+  # cmake --install and the tools under test over the installed ones.
+  memory=1024
+  cp -a "$cache/debian" "$tree"
+  rm -f "$tree/.complete"
+  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
+  add_tools
+  add_modules
+  add_accounts
+  ln -sf lib/systemd/systemd "$tree/init"
+  mkdir -p "$tree/usr/local/lib/gpuinit-vm"
+  cat >"$tree/usr/local/lib/gpuinit-vm/run" <<RUN
+#!/bin/sh
+echo "=== gpuinit vm scenario $scenario on \$(uname -r)"
+result=2
+if sh -e -x /scenario.sh; then result=1; echo "=== PASS $scenario"; else echo "=== FAIL $scenario"; fi
+echo "=== dmesg"
+dmesg | grep -iE 'fake-nvidia|nvidia|pci 1' | tail -60
+$report
+RUN
+  cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<'UNIT'
+[Unit]
+Description=gpuinit VM scenario
+Wants=systemd-udevd.service systemd-udev-trigger.service
+After=systemd-udevd.service systemd-udev-trigger.service
+
+[Service]
+Type=oneshot
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+ExecStart=/bin/sh /usr/local/lib/gpuinit-vm/run
+UNIT
+  ln -sf /etc/systemd/system/gpuinit-vmtest.service \
+    "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
+else
+  mkdir -p "$tree"/{bin,sbin,etc,proc,sys,dev,tmp,run,usr/sbin}
+  cp /bin/busybox "$tree/bin/busybox"
+  for applet in $("$tree/bin/busybox" --list); do
+    [[ $applet == busybox ]] || ln -sf busybox "$tree/bin/$applet"
+  done
+  add_modules
+  add_tools
+  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$tree/etc/passwd"
+  printf 'root:x:0:\n' >"$tree/etc/group"
+  add_accounts
+  cat >"$tree/init" <<INIT
 #!/bin/sh
 export PATH=/usr/sbin:/sbin:/bin
 mount -t proc proc /proc
@@ -98,17 +154,20 @@ result=2
 if sh -e -x /scenario.sh; then result=1; echo "=== PASS $scenario"; else echo "=== FAIL $scenario"; fi
 echo "=== dmesg"
 dmesg | grep -iE 'fake-nvidia|nvidia|pci 1' | tail -60
-printf "\\\\\$(printf %o \$result)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
+$report
 poweroff -f
 INIT
-chmod +x "$tree/init"
+  chmod +x "$tree/init"
+fi
+cp "$here/scenarios/$scenario.sh" "$tree/scenario.sh"
+cp "$here/scenarios/common.sh" "$tree/scenario-common.sh"
 (cd "$tree" && find . -print0 | cpio --quiet --null -o -H newc -R 0:0 | gzip -1) >"$work/initrd.gz"
 
 log=$logs/$scenario.log
 start=$(date +%s%N)
 status=0
-timeout 240 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 \
-  -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+timeout 240 qemu-system-x86_64 -accel tcg -cpu max -smp 1 \
+  -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" -m "$memory" \
   -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
   -serial "file:$log" -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 || status=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
