@@ -5,23 +5,27 @@ set(GPUINIT_STATIC_DEPS "${PROJECT_BINARY_DIR}/static-deps" CACHE PATH
     "Where scripts/build-static-deps.sh puts the static archives")
 set(GPUINIT_SIZE_BUDGET 1258291 CACHE STRING "Largest stripped static tool, in bytes (1.2 MB)")
 
-if(NOT EXISTS "${GPUINIT_STATIC_DEPS}/.complete")
-  message(STATUS "Building the static dependencies into ${GPUINIT_STATIC_DEPS}")
-  execute_process(
-    COMMAND ${PROJECT_SOURCE_DIR}/scripts/build-static-deps.sh ${GPUINIT_STATIC_DEPS}
-    RESULT_VARIABLE deps_result)
-  if(NOT deps_result EQUAL 0)
-    message(FATAL_ERROR "scripts/build-static-deps.sh failed (${deps_result})")
-  endif()
+# Every configure runs the script: it returns at once when its cache matches
+# its recipe, and rebuilds when the script or the NSS stand-ins changed
+# (which also re-runs this configure).
+set(deps_script ${PROJECT_SOURCE_DIR}/scripts/build-static-deps.sh)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+  ${deps_script} ${PROJECT_SOURCE_DIR}/scripts/static-no-nss.c)
+execute_process(COMMAND ${deps_script} ${GPUINIT_STATIC_DEPS} RESULT_VARIABLE deps_result)
+if(NOT deps_result EQUAL 0)
+  message(FATAL_ERROR "scripts/build-static-deps.sh failed (${deps_result})")
 endif()
 
-foreach(library pci kmod udev cap-ng)
+foreach(library pci kmod udev cap-ng gpuinit-nonss)
   add_library(gpuinit::${library} STATIC IMPORTED)
   set_target_properties(gpuinit::${library} PROPERTIES
     IMPORTED_LOCATION "${GPUINIT_STATIC_DEPS}/lib/lib${library}.a"
     INTERFACE_INCLUDE_DIRECTORIES "${GPUINIT_STATIC_DEPS}/include")
 endforeach()
-set_target_properties(gpuinit::udev PROPERTIES INTERFACE_LINK_OPTIONS "-pthread")
+# The archives' NSS calls are renamed to stand-ins in libgpuinit-nonss.a.
+set_target_properties(gpuinit::cap-ng PROPERTIES INTERFACE_LINK_LIBRARIES gpuinit::gpuinit-nonss)
+set_target_properties(gpuinit::udev PROPERTIES
+  INTERFACE_LINK_LIBRARIES gpuinit::gpuinit-nonss INTERFACE_LINK_OPTIONS "-pthread")
 
 add_compile_options(-ffunction-sections -fdata-sections)
 # --fatal-warnings turns glibc's "Using 'getgrnam' in statically linked

@@ -7,17 +7,25 @@
 #   scripts/build-static-deps.sh OUTDIR
 #
 # OUTDIR gets include/ and lib/; a finished run leaves OUTDIR/.complete with
-# the versions, and a rerun with it present neither fetches nor compiles.
-# Needs root only to add a deb-src entry when none exists.
+# the recipe (a hash of this script and static-no-nss.c) and the versions,
+# and a rerun with the same recipe neither fetches nor compiles. A changed
+# recipe rebuilds. Needs root only to add a deb-src entry when none exists.
 set -euo pipefail
+export LC_ALL=C
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: build-static-deps.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 stamp=$out/.complete
+recipe="recipe $(cat "$here/build-static-deps.sh" "$here/static-no-nss.c" | sha256sum | cut -c1-16)"
 if [[ -f $stamp ]]; then
-  echo "build-static-deps: cached in $out ($(tr '\n' ' ' <"$stamp"))"
-  exit 0
+  if [[ $(head -n 1 "$stamp") == "$recipe" ]]; then
+    echo "build-static-deps: cached in $out ($(tail -n +2 "$stamp" | tr '\n' ' '))"
+    exit 0
+  fi
+  echo "build-static-deps: $out was built by another recipe; rebuilding" >&2
+  rm -f "$stamp"
 fi
 jobs=$(nproc)
 started=$SECONDS
@@ -167,6 +175,38 @@ cp "$systemd/src/libudev/libudev.h" "$out/include/"
 cp /usr/lib/*/libcap-ng.a "$out/lib/"
 cp /usr/include/cap-ng.h "$out/include/"
 
-cp "$src/versions" "$stamp"
+# NSS: glibc marks getpwnam, initgroups, dlopen, getaddrinfo... with a
+# .gnu.warning section, and the static build makes that warning fatal. The
+# warning is per object file, so libudev's enumerate/monitor pull systemd's
+# user-util.o (get_user_creds) and any libcap-ng call pulls cap-ng.o
+# (capng_change_id) although no tool reaches those functions. Rename every
+# such reference in the archives to a stand-in from static-no-nss.c (not
+# found / ENOSYS), kept in libgpuinit-nonss.a. A warned function without a
+# stand-in fails here, naming it.
+echo "build-static-deps: replacing NSS references with stand-ins"
+objdump -h "$(gcc -print-file-name=libc.a)" | grep -o '\.gnu\.warning\.[A-Za-z0-9_]*' |
+  sed 's/^\.gnu\.warning\.//' | sort -u >"$src/warned"
+[[ -s $src/warned ]] || { echo "build-static-deps: found no warned functions in libc.a" >&2; exit 1; }
+gcc -c -O2 -Wall -Wextra -Werror -ffunction-sections -fdata-sections \
+  -o "$src/no-nss.o" "$here/static-no-nss.c"
+nm "$src/no-nss.o" | awk '$2 == "T" && sub(/^gpuinit_nonss_/, "", $3) {print $3}' | sort -u >"$src/stubbed"
+ar rcs "$out/lib/libgpuinit-nonss.a" "$src/no-nss.o"
+for archive in "$out"/lib/lib{kmod,pci,udev,cap-ng}.a; do
+  nm "$archive" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -12 - "$src/warned" >"$src/used"
+  [[ -s $src/used ]] || continue
+  unstubbed=$(comm -23 "$src/used" "$src/stubbed" | tr '\n' ' ')
+  if [[ -n $unstubbed ]]; then
+    echo "build-static-deps: $(basename "$archive") calls $unstubbed: add stand-ins to scripts/static-no-nss.c" >&2
+    exit 1
+  fi
+  renames=()
+  while read -r symbol; do
+    renames+=(--redefine-sym "$symbol=gpuinit_nonss_$symbol")
+  done <"$src/used"
+  objcopy "${renames[@]}" "$archive"
+  echo "build-static-deps: $(basename "$archive"): $(tr '\n' ' ' <"$src/used")-> stand-ins"
+done
+
+{ echo "$recipe"; cat "$src/versions"; } >"$stamp"
 rm -rf "$src"
-echo "build-static-deps: done in $((SECONDS - started)) s: $(tr '\n' ' ' <"$stamp")in $out"
+echo "build-static-deps: done in $((SECONDS - started)) s: $(tail -n +2 "$stamp" | tr '\n' ' ')in $out"
