@@ -20,6 +20,22 @@ if [[ -f $stamp ]]; then
   exit 0
 fi
 jobs=$(nproc)
+started=$SECONDS
+
+# Fail early, naming the packages, rather than halfway through a build.
+missing=()
+for program in apt-get dpkg-source gcc ld objcopy ar make meson ninja gperf; do
+  command -v "$program" >/dev/null || missing+=("$program")
+done
+if ((${#missing[@]} > 0)); then
+  echo "build-static-deps: missing ${missing[*]}; install scripts/static-packages.txt" >&2
+  exit 1
+fi
+if [[ ! -f /usr/include/cap-ng.h ]] || ! compgen -G '/usr/lib/*/libcap-ng.a' >/dev/null; then
+  echo "build-static-deps: libcap-ng.a missing; install libcap-ng-dev" >&2
+  exit 1
+fi
+
 src=$out/src
 rm -rf "${src:?}" "${out:?}/include" "${out:?}/lib"
 mkdir -p "$src" "$out/include" "$out/lib"
@@ -28,25 +44,60 @@ have_deb_src() {
   grep -rqsE '^[[:space:]]*Types:.*deb-src' /etc/apt/sources.list.d/ ||
     grep -qsE '^[[:space:]]*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/*.list
 }
+need_update=no
 if ! have_deb_src; then
-  echo "build-static-deps: no deb-src entry; adding /etc/apt/sources.list.d/gpuinit-deb-src.sources" >&2
-  cat >/etc/apt/sources.list.d/gpuinit-deb-src.sources <<'SOURCES'
+  need_update=yes
+  list=/etc/apt/sources.list.d/gpuinit-deb-src.sources
+  if [[ ! -w /etc/apt/sources.list.d ]]; then
+    echo "build-static-deps: no deb-src entry, and $list needs root; run this once as root" >&2
+    exit 1
+  fi
+  # The same suites as the binary packages (point release, updates,
+  # security), so the sources match what is installed.
+  codename=$(awk -F= '$1 == "VERSION_CODENAME" {print $2}' /etc/os-release)
+  codename=${codename:-bookworm}
+  echo "build-static-deps: no deb-src entry; adding $list ($codename)" >&2
+  cat >"$list" <<SOURCES
 Types: deb-src
 URIs: http://deb.debian.org/debian
-Suites: bookworm
+Suites: $codename $codename-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: $codename-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
+fi
+# apt-get update only when needed: a new entry, or source lists never fetched.
+if [[ $need_update == yes || -z $(apt-cache showsrc kmod 2>/dev/null) ]]; then
+  echo "build-static-deps: apt-get update (new or unfetched source lists)" >&2
   apt-get update -qq
 fi
 
+# The highest version the archive serves (showsrc lists one stanza per
+# suite that has the package, in no promised order).
+source_version() {
+  apt-cache showsrc "$1" | awk '/^Version:/ {print $2}' |
+    while read -r version; do
+      if [[ -z ${best:-} ]] || dpkg --compare-versions "$version" gt "$best"; then
+        best=$version
+      fi
+      echo "$best"
+    done | tail -n 1
+}
+
 cd "$src"
 for package in kmod pciutils systemd; do
-  # Read to the end: an early exit would break the pipe under pipefail.
-  version=$(apt-cache showsrc "$package" | awk '/^Version:/ && !v {v = $2} END {print v}')
+  version=$(source_version "$package")
+  [[ -n $version ]] || { echo "build-static-deps: apt-cache showsrc $package: nothing" >&2; exit 1; }
   echo "build-static-deps: fetching $package $version"
-  apt-get source -qq "$package=$version" >/dev/null 2>&1 ||
-    { echo "build-static-deps: apt-get source $package=$version failed" >&2; exit 1; }
+  apt-get source -qq --download-only "$package=$version" >"$src/apt-$package.log" 2>&1 ||
+    { tail -20 "$src/apt-$package.log" >&2; echo "build-static-deps: apt-get source $package=$version failed" >&2; exit 1; }
+  dpkg-source -x "$package"_*.dsc >>"$src/apt-$package.log" 2>&1 ||
+    { tail -20 "$src/apt-$package.log" >&2; echo "build-static-deps: unpacking $package failed" >&2; exit 1; }
   echo "$package $version" >>"$src/versions"
 done
 
@@ -54,7 +105,8 @@ done
 echo "build-static-deps: building libpci.a"
 pci=$(echo "$src"/pciutils-*/)
 make -s -C "$pci" lib/libpci.a ZLIB=no DNS=no SHARED=no LIBKMOD=no HWDB=no \
-  IDSDIR=/usr/share/misc OPT="-O2 -fPIC -ffunction-sections -fdata-sections" -j "$jobs"
+  IDSDIR=/usr/share/misc OPT="-O2 -fPIC -ffunction-sections -fdata-sections" -j "$jobs" \
+  >"$src/pciutils.log" 2>&1 || { tail -30 "$src/pciutils.log" >&2; exit 1; }
 mkdir -p "$out/include/pci"
 cp "$pci"/lib/{pci.h,config.h,header.h,types.h} "$out/include/pci/"
 cp "$pci/lib/libpci.a" "$out/lib/"
@@ -76,15 +128,21 @@ cat >"$kmod/gpuinit-config.h" <<'CONFIG'
 #define HAVE___BUILTIN_UADDL_OVERFLOW 1
 #define KMOD_FEATURES "-ZSTD -XZ -ZLIB -LIBCRYPTO"
 #define PACKAGE "kmod"
-#define VERSION "30"
 CONFIG
+kmod_version=$(awk '$1 == "kmod" {v = $2; sub(/^[0-9]+:/, "", v); sub(/[+~-].*/, "", v); print v}' "$src/versions")
+echo "#define VERSION \"$kmod_version\"" >>"$kmod/gpuinit-config.h"
 mkdir -p "$kmod/gpuinit-build"
+pids=()
 for file in "$kmod"/libkmod/libkmod*.c "$kmod"/shared/*.c; do
   gcc -c -O2 -fPIC -ffunction-sections -fdata-sections -fvisibility=hidden -D_GNU_SOURCE \
     -include "$kmod/gpuinit-config.h" -I"$kmod" -DSYSCONFDIR='"/etc"' \
     -o "$kmod/gpuinit-build/$(basename "$file" .c).o" "$file" &
+  pids+=($!)
 done
-wait
+# A bare `wait` returns 0 even when a compile failed: wait for each.
+for pid in "${pids[@]}"; do
+  wait "$pid" || { echo "build-static-deps: compiling libkmod failed" >&2; exit 1; }
+done
 # libkmod exports its API with default visibility and keeps the rest hidden;
 # localizing the hidden symbols of one relocatable object keeps its helpers
 # (memdup, path_make_absolute_cwd, ...) from clashing with systemd's in
@@ -111,4 +169,4 @@ cp /usr/include/cap-ng.h "$out/include/"
 
 cp "$src/versions" "$stamp"
 rm -rf "$src"
-echo "build-static-deps: done: $(tr '\n' ' ' <"$stamp")in $out"
+echo "build-static-deps: done in $((SECONDS - started)) s: $(tr '\n' ' ' <"$stamp")in $out"
