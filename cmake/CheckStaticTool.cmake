@@ -1,9 +1,18 @@
 # Post-build check of one static tool: `file` must say "statically linked",
-# and the stripped size must fit the budget. Run with
+# no iostream, and the stripped size must fit the budget. Run with
 #   cmake -DTOOL=path -DBUDGET=bytes -DSIZES=file -P CheckStaticTool.cmake
 execute_process(COMMAND file -b ${TOOL} OUTPUT_VARIABLE kind OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT kind MATCHES "statically linked")
   message(FATAL_ERROR "${TOOL} is not statically linked: ${kind}")
+endif()
+# <iostream> costs about 1 MB of locale machinery in a static binary: printf
+# and friends only.
+execute_process(COMMAND nm -C ${TOOL} OUTPUT_VARIABLE symbols RESULT_VARIABLE nm_result)
+if(NOT nm_result EQUAL 0)
+  message(FATAL_ERROR "nm ${TOOL} failed")
+endif()
+if(symbols MATCHES "std::ios_base::Init::Init")
+  message(FATAL_ERROR "${TOOL} links iostream (std::ios_base::Init): keep <iostream> out of the tools")
 endif()
 execute_process(COMMAND strip -o ${TOOL}.stripped ${TOOL} RESULT_VARIABLE stripped)
 if(NOT stripped EQUAL 0)
