@@ -175,7 +175,7 @@ std::string render_text(const MknodOutcome& outcome, int verbosity) {
     }
     for (const Change& change : outcome.result.changes) {
         if (change.kind == Change::Kind::Failed) {
-            out += "gpu-mknod: error: " + prefix + change.name + ": " + change.detail + "\n";
+            out += "gpu-mknod: error: " + change.detail + "\n";
         }
     }
     if (verbosity >= 0) {

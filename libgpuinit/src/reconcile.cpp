@@ -2,6 +2,7 @@
 
 #include "gpuinit/text.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <map>
@@ -156,7 +157,8 @@ Status install_node(int dirfd, const std::string& leaf, const NodeSpec& node, bo
         made = ::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor));
     }
     if (made != 0) {
-        return errno_error("cannot mknod " + shown);
+        return errno == EPERM ? errno_error("cannot mknod " + shown + " (run as root)")
+                              : errno_error("cannot mknod " + shown);
     }
     Status status;
     if (::fchownat(dirfd, temp.c_str(), node.uid, node.gid, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -368,10 +370,19 @@ Result<UniqueFd> lock_run_dir(const Sysroot& root) {
 Result<ReconcileResult> reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run) {
     ReconcileResult result;
     DevDirs dirs(root, !dry_run);
+    std::vector<std::string> failed_nodes;
     for (const NodeSpec& node : plan.nodes) {
         result.changes.push_back(reconcile_node(dirs, root, node, dry_run));
+        if (result.changes.back().kind == Change::Kind::Failed) {
+            failed_nodes.push_back("../" + node.name);
+        }
     }
     for (const LinkSpec& link : plan.links) {
+        // A link to a node that could not be made would only dangle.
+        if (std::find(failed_nodes.begin(), failed_nodes.end(), link.target) !=
+            failed_nodes.end()) {
+            continue;
+        }
         result.changes.push_back(reconcile_link(dirs, root, link, dry_run));
     }
     return result;

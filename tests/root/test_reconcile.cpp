@@ -1,6 +1,7 @@
 // Real mknod/chown into temporary roots: type, rdev, owner, group and mode,
 // idempotence, repair, and the hostile-/dev cases.
 #include "gpuinit/mknod.hpp"
+#include "gpuinit/privileges.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -217,6 +219,29 @@ TEST(RootReconcile, RemoveDeletesTheNodesOfAGpuThatWentAway) {
     EXPECT_NE(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
     EXPECT_NE(::access((dir / "dev/char/195:2").c_str(), F_OK), 0);
     expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660);
+}
+
+TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
+    ASSERT_EQ(run_process({"/bin/chmod", "-R", "a+rwX", dir.path()}), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+        if (!drop_privileges(65534, 65534, {})) {
+            ::_exit(100);
+        }
+        MknodOutcome outcome = apply(dir.path());
+        bool says_root = render_text(outcome, 0).find("(run as root)") != std::string::npos;
+        ::_exit(says_root ? outcome.exit_code : 101);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), kExitNothingDone);
+    EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0);
+    struct stat st {};
+    EXPECT_NE(::lstat((dir / "dev/char/195:0").c_str(), &st), 0); // no dangling link
 }
 
 TEST(RootReconcile, ToolExitCodesAndDryRunChangeNothing) {
