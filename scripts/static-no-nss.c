@@ -3,7 +3,8 @@
  * archives (libudev.a, libcap-ng.a). scripts/build-static-deps.sh renames
  * every reference those archives make to a function that glibc marks
  * "statically linked applications requires at runtime the shared libraries"
- * (getpwnam, initgroups, dlopen, ...) to gpuinit_nonss_NAME, and links this
+ * (getpwnam, initgroups, dlopen, ...), or that reaches NSS inside glibc
+ * without such a mark (getnameinfo), to gpuinit_nonss_NAME, and links this
  * file in their place.
  *
  * Why: the warning is per object file, so merely linking udev_enumerate_*
@@ -109,6 +110,16 @@ int gpuinit_nonss_getaddrinfo(const char* node, const char* service, const struc
     *result = NULL;
     errno = ENOSYS;
     return EAI_SYSTEM;
+}
+
+/* systemd names socket peers with it; it falls back to the numeric form. */
+GPUINIT_NONSS(getnameinfo);
+int gpuinit_nonss_getnameinfo(const struct sockaddr* address, socklen_t address_size, char* host,
+                              socklen_t host_size, char* service, socklen_t service_size,
+                              int flags) {
+    (void)address, (void)address_size, (void)host, (void)host_size, (void)service,
+        (void)service_size, (void)flags;
+    return EAI_FAIL;
 }
 
 /* systemd dlopen()s optional libraries (libidn, ...); a static tool has none. */
