@@ -92,9 +92,13 @@ nvidia3:x:1003:
 GROUP
 }
 # The guest's verdict, written to qemu's isa-debug-exit port: 1 pass, 2 fail.
+# qemu exits on that write, and what the guest printed just before may still
+# sit in the serial tty's buffer: reapplying the line's own settings is a
+# tcsetattr(TCSADRAIN), which returns once the UART has sent everything.
 # Expanded in the guest, so single quotes are meant.
 # shellcheck disable=SC2016
-report='printf "\\$(printf %o "$result")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null'
+report='stty -F /dev/ttyS0 "$(stty -F /dev/ttyS0 -g)" || echo "=== cannot drain /dev/ttyS0"
+printf "\\$(printf %o "$result")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null'
 
 if [[ $scenario == systemd-* ]]; then
   # A minimal Debian booting systemd as init, with the project installed by
@@ -132,6 +136,10 @@ ExecStart=/bin/sh /usr/local/lib/gpuinit-vm/run
 UNIT
   ln -sf /etc/systemd/system/gpuinit-vmtest.service \
     "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
+  # With console=ttyS0 the getty generator starts serial-getty@ttyS0, whose
+  # TTYVHangup=yes hangs up the line under the scenario: from then on its
+  # output is lost, at a different point each boot.
+  ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
 else
   mkdir -p "$tree"/{bin,sbin,etc,proc,sys,dev,tmp,run,usr/sbin}
   cp /bin/busybox "$tree/bin/busybox"
