@@ -2,4 +2,6 @@
 FAKE_MODINFO(name, "name=nvidia_uvm");
 FAKE_MODINFO(license, "license=Dual MIT/GPL");
 extern int nvidia_uvm_register(void);
-int uvm_init(void) { return nvidia_uvm_register(); }
+int uvm_init(void) {
+    return nvidia_uvm_register();
+}
