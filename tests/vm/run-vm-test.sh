@@ -29,7 +29,9 @@ depmod=$(command -v depmod || echo /sbin/depmod)
 mkdir -p "$cache" "$logs"
 exec 9>"$cache/.lock"
 flock 9
-if [[ ! -f $cache/kernel.ready ]]; then
+# Both stamps name the kernel release: a new linux-headers-amd64 fetches its
+# own kernel and rebuilds the modules against its headers.
+if [[ ! -f $cache/kernel.$release.ready ]]; then
   echo "vm: fetching linux-image-$release (vmlinuz and modules.builtin only, no postinst)"
   rm -rf "$cache/deb" && mkdir -p "$cache/deb"
   (cd "$cache/deb" && apt-get download -qq "linux-image-$release" >/dev/null 2>&1) ||
@@ -40,9 +42,9 @@ if [[ ! -f $cache/kernel.ready ]]; then
   cp "$cache/deb/boot/vmlinuz-$release" "$cache/vmlinuz"
   cp "$cache/deb/lib/modules/$release"/modules.builtin* "$cache/"
   rm -rf "$cache/deb"
-  touch "$cache/kernel.ready"
+  rm -f "$cache"/kernel.*ready && touch "$cache/kernel.$release.ready"
 fi
-source_stamp=$(cat "$here"/fake-nvidia/* | md5sum | cut -d' ' -f1)
+source_stamp=$({ echo "$release"; cat "$here"/fake-nvidia/*; } | md5sum | cut -d' ' -f1)
 if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   echo "vm: building the stand-in modules against $release"
   rm -rf "$cache/fake-nvidia" && cp -r "$here/fake-nvidia" "$cache/fake-nvidia"
