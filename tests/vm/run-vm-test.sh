@@ -7,7 +7,8 @@
 #
 # The kernel, the modules and the base initramfs tree are built once into
 # CACHE_DIR (under a lock, so parallel tests share them). Exit 77 (skipped)
-# with a loud message when qemu, the kernel headers or busybox are missing.
+# with a loud message when qemu, the kernel headers or busybox are missing,
+# or for a systemd-* scenario when not run as root.
 set -euo pipefail
 
 scenario=$1 cache=$2 logs=$3
@@ -25,6 +26,11 @@ release=$(dpkg-query -W -f='${Depends}' linux-headers-amd64 2>/dev/null | sed 's
 [[ -n $release && -d /lib/modules/$release/build ]] || skip "linux-headers-amd64 is missing"
 depmod=$(command -v depmod || echo /sbin/depmod)
 [[ -x $depmod ]] || skip "depmod (kmod) is missing"
+if [[ $scenario == systemd-* && $(id -u) -ne 0 ]]; then
+  # debootstrap needs root, and so does copying the image's root-only files.
+  echo "SKIPPED LOUDLY: vm test $scenario: the Debian image needs root (debootstrap); run as root" >&2
+  exit 77
+fi
 
 mkdir -p "$cache" "$logs"
 exec 9>"$cache/.lock"
