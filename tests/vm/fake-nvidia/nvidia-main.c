@@ -5,8 +5,9 @@
  *  - fake GPUs as software PCI functions on a root bus of their own (a PCI
  *    domain >= 0x10000, as VMD does), so they appear in sysfs, send real
  *    add/bind uevents and can be removed and rescanned;
- *  - a pci_driver named "nvidia" that binds them and gives out minors in
- *    probe order (or reversed, to differ from the listing order);
+ *  - a pci_driver named "nvidia" that binds them and gives each the lowest
+ *    free minor in probe order; reverse_probe=1 probes them in reverse
+ *    listing order, so minors differ from the listing order;
  *  - major 195 named "nvidia"/"nvidiactl" (or legacy "nvidia-frontend"), a
  *    dynamic "nvidia-caps", and /proc/driver/nvidia/{params,version,gpus/}
  *    in the real driver's formats;
@@ -40,9 +41,9 @@ MODULE_PARM_DESC(class_0380, "make the last GPU class 0x0380");
 static bool audio;
 module_param(audio, bool, 0444);
 MODULE_PARM_DESC(audio, "add an HDA audio function (0x040300) beside the first GPU");
-static bool reverse_minors;
-module_param(reverse_minors, bool, 0444);
-MODULE_PARM_DESC(reverse_minors, "hand out minors in reverse listing order");
+static bool reverse_probe;
+module_param(reverse_probe, bool, 0444);
+MODULE_PARM_DESC(reverse_probe, "probe the GPUs in reverse PCI listing order");
 static bool legacy_frontend;
 module_param(legacy_frontend, bool, 0444);
 MODULE_PARM_DESC(legacy_frontend, "register 'nvidia-frontend' as older drivers do");
@@ -357,7 +358,7 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return ret;
 	mutex_lock(&gpu_lock);
 	gpu = &gpu_state[slot];
-	gpu->minor = reverse_minors ? (int)(gpus - 1 - slot) : lowest_free_minor();
+	gpu->minor = lowest_free_minor();
 	gpu->pdev = pdev;
 	gpu->opens = 0;
 	mutex_unlock(&gpu_lock);
@@ -439,6 +440,17 @@ static int create_bus(void)
 		return -ENODEV;
 	}
 	pci_scan_child_bus(root_bus);
+	/*
+	 * Adding a device attaches the (already registered) driver to it, so
+	 * the order of pci_bus_add_device() calls is the probe order.
+	 * pci_bus_add_devices() adds the rest in listing order.
+	 */
+	if (reverse_probe) {
+		struct pci_dev *pdev;
+
+		list_for_each_entry_reverse(pdev, &root_bus->devices, bus_list)
+			pci_bus_add_device(pdev);
+	}
 	pci_bus_add_devices(root_bus);
 	pci_unlock_rescan_remove();
 	pr_info("fake-nvidia: %u GPU(s) on PCI domain %x\n", gpus, sysdata.domain);

@@ -1,9 +1,10 @@
 # gpu-mknod against the real kernel: every node with the rdev the guest's
 # /proc/devices and the driver's minors give, and the per-GPU groups. The
-# driver hands out minors in reverse PCI order; one GPU is class 0x0380 and
-# there is an NVIDIA audio function.
+# driver probes the GPUs in reverse PCI order and gives each the lowest free
+# minor, so minors run against the listing order; one GPU is class 0x0380
+# and there is an NVIDIA audio function.
 . /scenario-common.sh
-insmod $extra/nvidia.ko gpus=4 reverse_minors=1 class_0380=1 audio=1
+insmod $extra/nvidia.ko gpus=4 reverse_probe=1 class_0380=1 audio=1
 insmod $extra/nvidia-uvm.ko
 cat /proc/devices
 ls -l /sys/bus/pci/devices/
@@ -24,8 +25,16 @@ uvm=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
 [ "$(stat -c '%t:%T %a' /dev/nvidia-uvm)" = "$(printf %x "$uvm"):0 666" ] || fail "/dev/nvidia-uvm"
 [ "$(stat -c '%t:%T %a' /dev/nvidia-uvm-tools)" = "$(printf %x "$uvm"):1 666" ] || fail "uvm-tools"
 [ "$(stat -c '%t:%T %a' /dev/nvidiactl)" = "c3:ff 666" ] || fail "/dev/nvidiactl"
-# Minors come from the driver: the first GPU in PCI order has minor 3.
-first=$(ls /proc/driver/nvidia/gpus | sort | head -1)
-grep -q "Device Minor:.*3" "/proc/driver/nvidia/gpus/$first/information" || fail "minor order"
+# Minors come from the driver's probe order, the reverse of the listing:
+# the GPUs in PCI order have minors 3, 2, 1, 0, and the last one bound first.
+dmesg | grep "bound as minor"
+dmesg | grep "bound as minor" | head -1 | grep -q "00:03.0: fake-nvidia: bound as minor 0" ||
+  fail "the last GPU in PCI order was not probed first"
+want=3
+for bdf in $(ls /proc/driver/nvidia/gpus | sort); do
+  minor=$(sed -n 's/^Device Minor:[[:space:]]*//p' "/proc/driver/nvidia/gpus/$bdf/information")
+  [ "$minor" = "$want" ] || fail "$bdf has minor $minor, want $want"
+  want=$((want - 1))
+done
 [ "$(stat -c '%t:%T' /dev/nvidia3)" = "c3:3" ] || fail "/dev/nvidia3"
 gpu-mknod | grep "nothing to do" || fail "a second run changed something"
