@@ -240,15 +240,24 @@ static const struct file_operations caps_fops = {
 	.open = caps_open,
 };
 
+/* The board's UUID comes from its slot only: it stays across rebinds. */
+static void gpu_uuid(const struct pci_dev *pdev, char *buf, size_t size)
+{
+	unsigned int slot = PCI_SLOT(pdev->devfn);
+
+	snprintf(buf, size, "GPU-%08x-5b8b-16a1-87d4-ce157bba%04x", 0x558ce120 + slot, slot);
+}
+
 static int information_show(struct seq_file *m, void *v)
 {
 	struct fake_gpu *gpu = m->private;
 	struct pci_dev *pdev = gpu->pdev;
+	char uuid[48];
 
+	gpu_uuid(pdev, uuid, sizeof(uuid));
 	seq_printf(m, "Model: \t\t NVIDIA A100 80GB PCIe\n");
 	seq_printf(m, "IRQ:   \t\t %d\n", pdev->irq);
-	seq_printf(m, "GPU UUID: \t GPU-%08x-5b8b-16a1-87d4-ce157bba%04x\n",
-		   0x558ce120 + PCI_SLOT(pdev->devfn), gpu->minor);
+	seq_printf(m, "GPU UUID: \t %s\n", uuid);
 	seq_printf(m, "Video BIOS: \t 92.00.36.00.01\n");
 	seq_printf(m, "Bus Type: \t PCIe\n");
 	seq_printf(m, "DMA Size: \t 47 bits\n");
