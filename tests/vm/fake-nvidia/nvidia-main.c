@@ -283,8 +283,13 @@ static int params_show(struct seq_file *m, void *v)
 
 static int version_show(struct seq_file *m, void *v)
 {
-	seq_printf(m, "NVRM version: gpuinit fake-nvidia 535.129.03\n");
-	seq_printf(m, "GCC version:  test stand-in\n");
+	/*
+	 * The real 535.129.03 driver's lines: two spaces around the version,
+	 * its build date, and "gcc -v"'s last line with its trailing space.
+	 */
+	seq_printf(m, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  "
+		   "Thu Oct 19 18:56:32 UTC 2023\n");
+	seq_printf(m, "GCC version:  gcc version %s \n", __VERSION__);
 	return 0;
 }
 

@@ -18,3 +18,7 @@ grep -q '^ModifyDeviceFiles: 0$' /proc/driver/nvidia/params || fail "ModifyDevic
 gpu-modload --check || fail "--check on the shipped options"
 gpu-modload -v | grep -q "already-loaded" || fail "a second load did not report loaded modules"
 gpu-mknod -q
+cat /proc/driver/nvidia/version
+grep -q '^NVRM version: NVIDIA UNIX x86_64 Kernel Module  535\.129\.03  [A-Z][a-z][a-z] ' \
+  /proc/driver/nvidia/version || fail "the version file's NVRM line"
+grep -q '^GCC version:  gcc version [0-9]' /proc/driver/nvidia/version || fail "the GCC line"
