@@ -51,6 +51,8 @@ MODULE_PARM_DESC(legacy_frontend, "register 'nvidia-frontend' as older drivers d
 static unsigned int mig;
 module_param(mig, uint, 0444);
 MODULE_PARM_DESC(mig, "GPU instances (each with compute instance 0) per GPU, 0-7");
+/* An A100 or H100 has at most 7 GPU instances at a time. */
+#define MIG_MAX_INSTANCES 7
 
 static unsigned int NVreg_DeviceFileUID;
 module_param(NVreg_DeviceFileUID, uint, 0);
@@ -77,6 +79,8 @@ struct fake_gpu {
 #define MIG_CIS 8
 #define MIG_GI_MINOR(g, i) (3 + 135 * (g) + 9 * (i))
 #define MIG_CI_MINOR(g, i, c) (4 + 135 * (g) + 9 * (i) + (c))
+/* gi1..giN must stay inside gi0..gi14, or their minors are the next GPU's. */
+static_assert(MIG_MAX_INSTANCES < MIG_GIS);
 
 /* Config space of slot i function 0 (GPU) and slot 0 function 1 (audio). */
 static u8 config[FAKE_MAX_GPUS + 1][FAKE_CFG_SIZE];
@@ -508,8 +512,14 @@ static int __init nv_init(void)
 {
 	int ret;
 
-	if (gpus < 1 || gpus > FAKE_MAX_GPUS)
+	if (gpus < 1 || gpus > FAKE_MAX_GPUS) {
+		pr_err("fake-nvidia: gpus=%u is out of range 1-%d\n", gpus, FAKE_MAX_GPUS);
 		return -EINVAL;
+	}
+	if (mig > MIG_MAX_INSTANCES) {
+		pr_err("fake-nvidia: mig=%u is out of range 0-%d\n", mig, MIG_MAX_INSTANCES);
+		return -EINVAL;
+	}
 	ret = register_majors();
 	if (ret)
 		return ret;

@@ -25,3 +25,7 @@ done
 grep -q "nvidia-caps" /proc/devices || fail "no nvidia-caps major"
 rmmod nvidia
 [ ! -e /proc/driver/nvidia-caps ] || fail "rmmod left /proc/driver/nvidia-caps"
+# More GPU instances than a GPU has are refused, not numbered into the next GPU.
+if insmod $extra/nvidia.ko gpus=2 mig=8; then fail "mig=8 was accepted"; fi
+dmesg | grep "fake-nvidia: mig=8 is out of range 0-7" || fail "no error for mig=8"
+[ ! -e /proc/driver/nvidia ] || fail "a refused load left /proc/driver/nvidia"
