@@ -54,6 +54,9 @@ MODULE_PARM_DESC(mig, "GPU instances (each with compute instance 0) per GPU, 0-7
 /* An A100 or H100 has at most 7 GPU instances at a time. */
 #define MIG_MAX_INSTANCES 7
 
+/* The real driver's options, with its defaults and, like it, no sysfs view. */
+static unsigned int NVreg_ResmanDebugLevel = ~0U;
+module_param(NVreg_ResmanDebugLevel, uint, 0);
 static unsigned int NVreg_DeviceFileUID;
 module_param(NVreg_DeviceFileUID, uint, 0);
 static unsigned int NVreg_DeviceFileGID;
@@ -62,10 +65,25 @@ static unsigned int NVreg_DeviceFileMode = 0666;
 module_param(NVreg_DeviceFileMode, uint, 0);
 static unsigned int NVreg_ModifyDeviceFiles = 1;
 module_param(NVreg_ModifyDeviceFiles, uint, 0);
+static unsigned int NVreg_EnableMSI = 1;
+module_param(NVreg_EnableMSI, uint, 0);
+static unsigned int NVreg_PreserveVideoMemoryAllocations;
+module_param(NVreg_PreserveVideoMemoryAllocations, uint, 0);
+static unsigned int NVreg_DynamicPowerManagement = 3;
+module_param(NVreg_DynamicPowerManagement, uint, 0);
+/* Taken, but (as in the real driver) not listed in params. */
+static unsigned int NVreg_EnableNonblockingOpen = 1;
+module_param(NVreg_EnableNonblockingOpen, uint, 0);
+static char *NVreg_RegistryDwords;
+module_param(NVreg_RegistryDwords, charp, 0);
+/* Comma-separated GPU UUIDs: bound, but never opened (GPU Excluded: Yes). */
+static char *NVreg_ExcludedGpus;
+module_param(NVreg_ExcludedGpus, charp, 0);
 
 struct fake_gpu {
 	struct pci_dev *pdev;
 	int minor;
+	bool excluded;
 	unsigned int opens;
 	unsigned long inits;
 	unsigned long deinits;
@@ -203,6 +221,12 @@ static int nv_open(struct inode *inode, struct file *file)
 		mutex_unlock(&gpu_lock);
 		return -ENODEV;
 	}
+	if (gpu->excluded) {
+		pr_err("fake-nvidia: gpu %d (%s): open() not permitted for excluded GPU\n", minor,
+		       pci_name(gpu->pdev));
+		mutex_unlock(&gpu_lock);
+		return -EPERM;
+	}
 	if (gpu->opens++ == 0) {
 		gpu->inits++;
 		pr_info("fake-nvidia: gpu %d (%s) init\n", minor, pci_name(gpu->pdev));
@@ -269,20 +293,40 @@ static int information_show(struct seq_file *m, void *v)
 	seq_printf(m, "Bus Location: \t %s\n", pci_name(pdev));
 	seq_printf(m, "Device Minor: \t %d\n", gpu->minor);
 	seq_printf(m, "GPU Firmware: \t N/A\n");
-	seq_printf(m, "GPU Excluded:\t No\n");
+	seq_printf(m, "GPU Excluded:\t %s\n", gpu->excluded ? "Yes" : "No");
 	return 0;
 }
 
+/* The real driver's order: numbers (decimal) first, then quoted strings. */
 static int params_show(struct seq_file *m, void *v)
 {
-	seq_printf(m, "ResmanDebugLevel: 4294967295\n");
+	seq_printf(m, "ResmanDebugLevel: %u\n", NVreg_ResmanDebugLevel);
 	seq_printf(m, "ModifyDeviceFiles: %u\n", NVreg_ModifyDeviceFiles);
 	seq_printf(m, "DeviceFileUID: %u\n", NVreg_DeviceFileUID);
 	seq_printf(m, "DeviceFileGID: %u\n", NVreg_DeviceFileGID);
 	seq_printf(m, "DeviceFileMode: %u\n", NVreg_DeviceFileMode);
-	seq_printf(m, "RegistryDwords: \"\"\n");
-	seq_printf(m, "ExcludedGpus: \"\"\n");
+	seq_printf(m, "EnableMSI: %u\n", NVreg_EnableMSI);
+	seq_printf(m, "PreserveVideoMemoryAllocations: %u\n", NVreg_PreserveVideoMemoryAllocations);
+	seq_printf(m, "DynamicPowerManagement: %u\n", NVreg_DynamicPowerManagement);
+	seq_printf(m, "RegistryDwords: \"%s\"\n", NVreg_RegistryDwords ?: "");
+	seq_printf(m, "ExcludedGpus: \"%s\"\n", NVreg_ExcludedGpus ?: "");
 	return 0;
+}
+
+/* Whether NVreg_ExcludedGpus names this UUID (comma-separated, any case). */
+static bool uuid_excluded(const char *uuid)
+{
+	const char *list = NVreg_ExcludedGpus;
+	size_t len = strlen(uuid);
+
+	while (list && *list) {
+		const char *end = strchrnul(list, ',');
+
+		if (end - list == len && !strncasecmp(list, uuid, len))
+			return true;
+		list = *end ? end + 1 : end;
+	}
+	return false;
 }
 
 static int version_show(struct seq_file *m, void *v)
@@ -367,6 +411,7 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	unsigned int slot = PCI_SLOT(pdev->devfn);
 	struct fake_gpu *gpu;
+	char uuid[48];
 	int ret;
 
 	if (pdev->bus != root_bus || slot >= gpus)
@@ -377,6 +422,8 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_lock(&gpu_lock);
 	gpu = &gpu_state[slot];
 	gpu->minor = lowest_free_minor();
+	gpu_uuid(pdev, uuid, sizeof(uuid));
+	gpu->excluded = uuid_excluded(uuid);
 	gpu->pdev = pdev;
 	gpu->opens = 0;
 	mutex_unlock(&gpu_lock);
@@ -386,7 +433,8 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (mig && gpu->minor < MIG_GPUS)
 		add_mig_instances(gpu);
 	pci_set_drvdata(pdev, gpu);
-	dev_info(&pdev->dev, "fake-nvidia: bound as minor %d\n", gpu->minor);
+	dev_info(&pdev->dev, "fake-nvidia: bound as minor %d%s\n", gpu->minor,
+		 gpu->excluded ? " (excluded)" : "");
 	return 0;
 }
 

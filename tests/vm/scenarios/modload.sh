@@ -5,6 +5,8 @@ mkdir -p /etc/modprobe.d
 cat >/etc/modprobe.d/gpu-restriction.conf <<'CONF'
 options nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660 NVreg_ModifyDeviceFiles=0
 options nvidia gpus=2
+options nvidia NVreg_EnableMSI=0 NVreg_PreserveVideoMemoryAllocations=1 NVreg_DynamicPowerManagement=2
+options nvidia NVreg_ResmanDebugLevel=0 NVreg_EnableNonblockingOpen=0 NVreg_RegistryDwords=RMUseSwI2c=0x01;RMI2cSpeed=100
 CONF
 gpu-modload --dry-run nvidia_uvm
 gpu-modload -v nvidia_uvm nvidia NVreg_DeviceFileGID=0
@@ -14,6 +16,10 @@ grep -q '^nvidia_uvm ' /proc/modules || fail "nvidia_uvm not loaded"
 cat /proc/driver/nvidia/params
 grep -q '^DeviceFileMode: 432$' /proc/driver/nvidia/params || fail "DeviceFileMode did not reach the driver"
 grep -q '^ModifyDeviceFiles: 0$' /proc/driver/nvidia/params || fail "ModifyDeviceFiles"
+for line in 'ResmanDebugLevel: 0' 'EnableMSI: 0' 'PreserveVideoMemoryAllocations: 1' \
+  'DynamicPowerManagement: 2' 'RegistryDwords: "RMUseSwI2c=0x01;RMI2cSpeed=100"' 'ExcludedGpus: ""'; do
+  grep -qxF "$line" /proc/driver/nvidia/params || fail "params has no '$line'"
+done
 [ "$(ls /proc/driver/nvidia/gpus | wc -l)" = 2 ] || fail "gpus=2 did not reach the driver"
 gpu-modload --check || fail "--check on the shipped options"
 gpu-modload -v | grep -q "already-loaded" || fail "a second load did not report loaded modules"
