@@ -87,12 +87,16 @@ add_modules() {
   : >"$tree/lib/modules/$release/modules.order"
   "$depmod" -b "$tree" "$release"
 }
+# alice and bob have primary groups of their own: access to /dev/nvidiaN can
+# only come from their supplementary nvidiaN membership.
 add_accounts() {
   cat >>"$tree/etc/passwd" <<'PASSWD'
-alice:x:1000:1000::/tmp:/bin/sh
-bob:x:1001:1001::/tmp:/bin/sh
+alice:x:2000:2000::/tmp:/bin/sh
+bob:x:2001:2001::/tmp:/bin/sh
 PASSWD
   cat >>"$tree/etc/group" <<'GROUP'
+alice:x:2000:
+bob:x:2001:
 nvidia0:x:1000:alice
 nvidia1:x:1001:bob
 nvidia2:x:1002:

@@ -1,7 +1,14 @@
-# A member of nvidia0 opens /dev/nvidia0; anyone else gets EACCES.
+# A member of nvidia0 (a supplementary group) opens /dev/nvidia0; anyone
+# else gets EACCES.
 . /scenario-common.sh
 insmod $extra/nvidia.ko gpus=2
 gpu-mknod -q
+# Their primary groups are their own (2000, 2001): su's initgroups gives them
+# nvidia0 (1000) and nvidia1 (1001) as supplementary groups.
+su -s /bin/sh alice -c id
+[ "$(su -s /bin/sh alice -c 'id -g')" = 2000 ] || fail "alice's primary group is not 2000"
+su -s /bin/sh alice -c 'id -G' | grep -qw 1000 || fail "alice is not in nvidia0 after su"
+if su -s /bin/sh bob -c 'id -G' | grep -qw 1000; then fail "bob is in nvidia0"; fi
 su -s /bin/sh alice -c 'exec 3</dev/nvidia0' || fail "alice (nvidia0) cannot open /dev/nvidia0"
 if su -s /bin/sh bob -c 'exec 3</dev/nvidia0' 2>/tmp/bob.err; then
   fail "bob (nvidia1) opened /dev/nvidia0"
