@@ -4,27 +4,33 @@
 # minor, so minors run against the listing order; one GPU is class 0x0380
 # and there is an NVIDIA audio function.
 . /scenario-common.sh
+# A character major from the guest's /proc/devices, by exact name.
+major_of() {
+  awk -v name="$1" '/^Character devices:/ {c = 1} /^$/ {c = 0} c && $2 == name {print $1}' /proc/devices
+}
 insmod $extra/nvidia.ko gpus=4 reverse_probe=1 class_0380=1 audio=1
 insmod $extra/nvidia-uvm.ko
 cat /proc/devices
 ls -l /sys/bus/pci/devices/
 gpu-mknod -v
-ls -ln /dev/nvidia* /dev/char/ | grep -E 'nvidia|195|:'
+ls -ln /dev/nvidia* /dev/char/ | grep -E 'nvidia|:'
+nv=$(major_of nvidia) ctl=$(major_of nvidiactl)
+[ -n "$nv" ] && [ -n "$ctl" ] || fail "no nvidia or nvidiactl major in /proc/devices"
 count=0
 for dir in /proc/driver/nvidia/gpus/*; do
   minor=$(sed -n 's/^Device Minor:[[:space:]]*//p' "$dir/information")
   gid=$(sed -n "s/^nvidia$minor:x:\([0-9]*\):.*/\1/p" /etc/group)
   got=$(stat -c '%F %t:%T %u:%g %a' "/dev/nvidia$minor")
-  want="character special file c3:$(printf %x "$minor") 0:$gid 660"
+  want="character special file $(printf %x:%x "$nv" "$minor") 0:$gid 660"
   [ "$got" = "$want" ] || fail "/dev/nvidia$minor is '$got', want '$want'"
-  [ "$(readlink "/dev/char/195:$minor")" = "../nvidia$minor" ] || fail "/dev/char/195:$minor"
+  [ "$(readlink "/dev/char/$nv:$minor")" = "../nvidia$minor" ] || fail "/dev/char/$nv:$minor"
   count=$((count + 1))
 done
 [ "$count" = 4 ] || fail "the driver bound $count GPUs, want 4 (the 0x0380 one included)"
-uvm=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
+uvm=$(major_of nvidia-uvm)
 [ "$(stat -c '%t:%T %a' /dev/nvidia-uvm)" = "$(printf %x "$uvm"):0 666" ] || fail "/dev/nvidia-uvm"
 [ "$(stat -c '%t:%T %a' /dev/nvidia-uvm-tools)" = "$(printf %x "$uvm"):1 666" ] || fail "uvm-tools"
-[ "$(stat -c '%t:%T %a' /dev/nvidiactl)" = "c3:ff 666" ] || fail "/dev/nvidiactl"
+[ "$(stat -c '%t:%T %a' /dev/nvidiactl)" = "$(printf %x "$ctl"):ff 666" ] || fail "/dev/nvidiactl"
 # Minors come from the driver's probe order, the reverse of the listing:
 # the GPUs in PCI order have minors 3, 2, 1, 0, and the last one bound first.
 dmesg | grep "bound as minor"
@@ -36,5 +42,5 @@ for bdf in $(ls /proc/driver/nvidia/gpus | sort); do
   [ "$minor" = "$want" ] || fail "$bdf has minor $minor, want $want"
   want=$((want - 1))
 done
-[ "$(stat -c '%t:%T' /dev/nvidia3)" = "c3:3" ] || fail "/dev/nvidia3"
+[ "$(stat -c '%t:%T' /dev/nvidia3)" = "$(printf %x "$nv"):3" ] || fail "/dev/nvidia3"
 gpu-mknod | grep "nothing to do" || fail "a second run changed something"
