@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <dirent.h>
 #include <fcntl.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,11 @@ std::string_view strip_slashes(std::string_view rel) {
     }
     return rel;
 }
+
+// Closes a DIR* exactly once, on every return path.
+struct DirCloser {
+    void operator()(DIR* dir) const { ::closedir(dir); }
+};
 
 } // namespace
 
@@ -91,19 +97,26 @@ bool Sysroot::exists(std::string_view rel) const {
 
 Result<std::vector<std::string>> Sysroot::list_dir(std::string_view rel) const {
     std::string full = path(rel);
-    DIR* dir = ::opendir(full.c_str());
-    if (dir == nullptr) {
+    std::unique_ptr<DIR, DirCloser> dir(::opendir(full.c_str()));
+    if (!dir) {
         return errno_error("cannot list " + display(rel));
     }
     std::vector<std::string> names;
-    while (struct dirent* entry = ::readdir(dir)) {
+    for (;;) {
+        errno = 0;
+        struct dirent* entry = ::readdir(dir.get());
+        if (entry == nullptr) {
+            if (errno != 0) {
+                return errno_error("cannot list " + display(rel));
+            }
+            break;
+        }
         std::string_view name(entry->d_name);
         if (name == "." || name == "..") {
             continue;
         }
         names.emplace_back(name);
     }
-    ::closedir(dir);
     std::sort(names.begin(), names.end());
     return names;
 }

@@ -1,6 +1,15 @@
 #include "gpuinit/procfs.hpp"
+#include "gpuinit/sysroot.hpp"
+#include "temp_dir.hpp"
 
+#include <cerrno>
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
 
 namespace gpuinit {
 
@@ -108,6 +117,42 @@ TEST(DriverParams, RejectsMalformed) {
     EXPECT_NE(octal_text.error().message.find("params:1:"), std::string::npos);
     EXPECT_FALSE(parse_driver_params("DeviceFileMode 438\n", "params"));
     EXPECT_FALSE(parse_driver_params("A: 1\nA: 2\n", "params"));
+}
+
+namespace {
+
+size_t open_fds() {
+    size_t n = 0;
+    if (DIR* dir = ::opendir("/proc/self/fd")) {
+        while (::readdir(dir) != nullptr) {
+            ++n;
+        }
+        ::closedir(dir);
+    }
+    return n;
+}
+
+} // namespace
+
+TEST(SysrootListDir, SortedWithoutDotsAndClosesItsDirectory) {
+    testing::TempDir dir;
+    ASSERT_EQ(::mkdir((dir / "d").c_str(), 0755), 0);
+    for (const char* name : {"b", "a", "c"}) {
+        ::close(::open((dir / ("d/" + std::string(name))).c_str(), O_CREAT | O_WRONLY, 0644));
+    }
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root) << root.error().message;
+    size_t before = open_fds();
+    for (int i = 0; i < 50; ++i) {
+        auto names = root->list_dir("d");
+        ASSERT_TRUE(names) << names.error().message;
+        EXPECT_EQ(*names, (std::vector<std::string>{"a", "b", "c"}));
+        auto missing = root->list_dir("nope");
+        ASSERT_FALSE(missing);
+        EXPECT_EQ(missing.error().code, ENOENT);
+        EXPECT_NE(missing.error().message.find(dir / "nope"), std::string::npos);
+    }
+    EXPECT_EQ(open_fds(), before); // no DIR* leaked on either path
 }
 
 } // namespace gpuinit
