@@ -121,7 +121,7 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
                 } else if (auto bdf = normalize_bdf(value)) {
                     entry.selector = Selector::Bdf;
                     entry.key = *bdf;
-                } else if (starts_with(value, "GPU-") && value.size() <= 64) {
+                } else if (starts_with(value, "GPU-") && value.size() > 4 && value.size() <= 64) {
                     entry.selector = Selector::Uuid;
                     entry.key = value;
                 } else {
@@ -184,8 +184,10 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
             entry.rule.mode = for_gpu ? kDefaultGpuMode : kDefaultControlMode;
         }
         for (const Entry& earlier : policy.entries_) {
-            if (earlier.selector == entry.selector && earlier.key == entry.key &&
-                earlier.minor == entry.minor) {
+            // UUIDs match case-insensitively, so GPU-AAAA and GPU-aaaa are one selector.
+            bool same_key = entry.selector == Selector::Uuid ? same_uuid(earlier.key, entry.key)
+                                                             : earlier.key == entry.key;
+            if (earlier.selector == entry.selector && same_key && earlier.minor == entry.minor) {
                 return line_error(
                     source, line_number,
                     format("same selector as line %zu; keep one of the two", earlier.line));

@@ -50,6 +50,9 @@ TEST(Policy, BadLinesNameFileAndLine) {
         {"gpu=0\n", "conf:1: rule has no group="},
         {"gpu=0 group=a:b\n", "conf:1: group=a:b is not a valid group name"},
         {"gpu=0 group=a\ngpu=0 group=b\n", "conf:2: same selector as line 1"},
+        // UUIDs match case-insensitively, so these two would both match one GPU.
+        {"gpu=GPU-AAAA group=a\n\ngpu=GPU-aaaa group=b\n", "conf:3: same selector as line 1"},
+        {"gpu=GPU- group=a\n", "conf:1: gpu=GPU- is not a minor"},
         {"control=nvidia-foo group=root\n", "conf:1: control=nvidia-foo"},
         {"control=nvidiactl group=x{minor}\n", "conf:1: {minor} is only meaningful"},
         {"gpu=0 control=nvidiactl group=x\n", "conf:1: a rule names one"},
