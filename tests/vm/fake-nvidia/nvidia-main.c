@@ -11,7 +11,8 @@
  *  - major 195 named "nvidia"/"nvidiactl" (or legacy "nvidia-frontend"), a
  *    dynamic "nvidia-caps", and /proc/driver/nvidia/{params,version,gpus/}
  *    in the real driver's formats;
- *  - the NVreg_* options, reported in params;
+ *  - the NVreg_* options, reported in params; NVreg_ExcludedGpus excludes
+ *    GPUs by UUID (bound, but open() fails with EPERM);
  *  - with mig=N, the MIG capability files of N GPU instances per GPU and
  *    /proc/driver/nvidia-caps/mig-minors, numbered as the real driver does;
  *  - the open/close lifecycle: the first open of /dev/nvidiaN initializes
