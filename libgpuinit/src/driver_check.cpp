@@ -7,6 +7,7 @@
 #include "gpuinit/text.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace gpuinit {
 
@@ -41,6 +42,27 @@ void check_widening(const DriverCheck& check, const GpuAccess& gpu,
                               "; set NVreg_DeviceFileMode=0660 or stricter and reload the driver");
     }
     bool group_bits = (driver_mode & 070u) != 0;
+    bool owner_bits = (driver_mode & 0700u) != 0;
+    // Fail closed: an id the policy names but this root cannot resolve (a
+    // typo, or a directory group gpu-modload cannot see) may or may not be
+    // the driver's.
+    if (group_bits && check.gid != 0 && !gpu.gid) {
+        add_once(dangers,
+                 format("NVreg_DeviceFileGID=%llu with %s: the group %s that the policy (%s)"
+                        " names cannot be resolved, so group %llu may get access the policy"
+                        " denies; create the group (groupadd %s) or set NVreg_DeviceFileGID=0",
+                        static_cast<unsigned long long>(check.gid), driver_text.c_str(),
+                        gpu.rule.group.c_str(), gpu.rule.origin.c_str(),
+                        static_cast<unsigned long long>(check.gid), gpu.rule.group.c_str()));
+    }
+    if (owner_bits && check.uid != 0 && !gpu.uid) {
+        add_once(dangers,
+                 format("NVreg_DeviceFileUID=%llu: the owner %s that the policy (%s) names"
+                        " cannot be resolved, so user %llu may own nodes the policy gives to"
+                        " another; create the user or set NVreg_DeviceFileUID=0",
+                        static_cast<unsigned long long>(check.uid), gpu.rule.owner.c_str(),
+                        gpu.rule.origin.c_str(), static_cast<unsigned long long>(check.uid)));
+    }
     if (group_bits && check.gid != 0 && gpu.gid && check.gid != *gpu.gid) {
         add_once(dangers, format("NVreg_DeviceFileGID=%llu with %s gives group %llu access to %s,"
                                  " which the policy (%s) gives to group %s; set"
@@ -53,7 +75,6 @@ void check_widening(const DriverCheck& check, const GpuAccess& gpu,
                               format_mode(policy_mode) + " of the policy (" + gpu.rule.origin +
                               ")");
     }
-    bool owner_bits = (driver_mode & 0700u) != 0;
     if (owner_bits && check.uid != 0 && gpu.uid && check.uid != *gpu.uid) {
         add_once(dangers, format("NVreg_DeviceFileUID=%llu owns the nodes nvidia-modprobe creates"
                                  " (%s), which the policy gives to %s; set NVreg_DeviceFileUID=0",
@@ -78,10 +99,18 @@ Result<DriverCheck> check_driver(const Sysroot& root) {
     if (!params) {
         return params.error();
     }
-    check.uid = params->number("DeviceFileUID").value_or(0);
-    check.gid = params->number("DeviceFileGID").value_or(0);
-    check.mode = params->number("DeviceFileMode").value_or(0666);
-    check.modify_device_files = params->number("ModifyDeviceFiles").value_or(1);
+    // A parameter missing from params counts with the driver's default.
+    auto param = [&](const char* name, uint64_t driver_default) {
+        std::optional<uint64_t> value = params->number(name);
+        if (!value) {
+            check.not_in_params.emplace_back(name);
+        }
+        return value.value_or(driver_default);
+    };
+    check.uid = param("DeviceFileUID", 0);
+    check.gid = param("DeviceFileGID", 0);
+    check.mode = param("DeviceFileMode", 0666);
+    check.modify_device_files = param("ModifyDeviceFiles", 1);
 
     auto policy = Policy::load(root);
     if (!policy) {
@@ -102,11 +131,17 @@ Result<DriverCheck> check_driver(const Sysroot& root) {
         gpus.push_back({"GPU 0", rule, accounts.user(rule.owner), accounts.group(rule.group)});
     }
 
-    bool per_gpu_scheme = false;
+    // nvidia-modprobe resets every node to one uid/gid/mode. That undoes the
+    // policy when it is the classic one group per GPU, when GPUs differ from
+    // each other, or when a GPU's rule is not exactly the driver's.
+    bool per_gpu_scheme = !policy->from_file();
+    unsigned driver_mode = static_cast<unsigned>(check.mode) & 0777u;
     for (const GpuAccess& gpu : gpus) {
-        unsigned driver_mode = static_cast<unsigned>(check.mode) & 0777u;
-        per_gpu_scheme = per_gpu_scheme || gpu.rule.mode != driver_mode || !gpu.gid ||
-                         *gpu.gid != check.gid || !gpu.uid || *gpu.uid != check.uid;
+        const AccessRule& first = gpus.front().rule;
+        per_gpu_scheme = per_gpu_scheme || gpu.rule.group != first.group ||
+                         gpu.rule.owner != first.owner || gpu.rule.mode != first.mode ||
+                         gpu.rule.mode != driver_mode || !gpu.gid || *gpu.gid != check.gid ||
+                         !gpu.uid || *gpu.uid != check.uid;
         check_widening(check, gpu, check.dangers);
     }
     if (check.modify_device_files != 0 && per_gpu_scheme) {

@@ -78,6 +78,56 @@ TEST(DriverCheck, GroupTheDriverUsesIsNotThePolicysGroup) {
     EXPECT_NE(check.dangers[0].find("group 1000 access to GPU 1"), std::string::npos) << all(check);
 }
 
+TEST(DriverCheck, ModifyDeviceFilesIsFlaggedUnderTheClassicSchemeEvenWhenOneGpuMatches) {
+    TempDir dir;
+    FakeMachine machine = workstation(1);
+    // The driver's values happen to be GPU 0's rule (root:nvidia0 0660), but
+    // the classic scheme gives each GPU its own group: the next GPU would lose it.
+    DriverCheck check =
+        check_with(machine,
+                   "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: " +
+                       std::to_string(machine.gid_of("nvidia0")) + "\nDeviceFileMode: 432\n",
+                   dir);
+    ASSERT_EQ(check.dangers.size(), 1u) << all(check);
+    EXPECT_NE(check.dangers[0].find("ModifyDeviceFiles is 1"), std::string::npos) << all(check);
+}
+
+TEST(DriverCheck, ModifyDeviceFilesIsFineWhenThePolicyIsExactlyTheDrivers) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.groups.emplace_back("gpuusers");
+    machine.policy = "gpu=* group=gpuusers mode=0660\n";
+    DriverCheck check =
+        check_with(machine,
+                   "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: " +
+                       std::to_string(machine.gid_of("gpuusers")) + "\nDeviceFileMode: 432\n",
+                   dir);
+    EXPECT_TRUE(check.dangers.empty()) << all(check);
+}
+
+TEST(DriverCheck, UnresolvableGroupFailsClosed) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.policy = "gpu=* group=hpcusers mode=0660\n"; // not in etc/group
+    DriverCheck check = check_with(machine,
+                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 5000\n"
+                                   "DeviceFileMode: 432\n",
+                                   dir);
+    ASSERT_EQ(check.dangers.size(), 1u) << all(check);
+    EXPECT_NE(check.dangers[0].find("hpcusers"), std::string::npos) << all(check);
+    EXPECT_NE(check.dangers[0].find("cannot be resolved"), std::string::npos) << all(check);
+    EXPECT_NE(check.dangers[0].find("groupadd hpcusers"), std::string::npos) << all(check);
+}
+
+TEST(DriverCheck, ParamsMissingFromTheFileAreNamed) {
+    TempDir dir;
+    DriverCheck check = check_with(workstation(1), "ModifyDeviceFiles: 0\nDeviceFileUID: 0\n", dir);
+    EXPECT_EQ(check.not_in_params, (std::vector<std::string>{"DeviceFileGID", "DeviceFileMode"}));
+    // Counted with the driver's default 0666, which the policy forbids.
+    EXPECT_EQ(check.mode, 0666u);
+    EXPECT_FALSE(check.dangers.empty());
+}
+
 TEST(DriverCheck, DriverNotLoaded) {
     TempDir dir;
     FakeMachine machine = workstation(1);

@@ -17,6 +17,7 @@ struct DriverCheck {
     uint64_t gid = 0;
     uint64_t mode = 0666;
     uint64_t modify_device_files = 1;
+    std::vector<std::string> not_in_params; // counted with the driver's default
     std::string policy_source;
     // Each a full explanation with the fix; empty when the params are safe.
     std::vector<std::string> dangers;
