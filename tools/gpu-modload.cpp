@@ -5,6 +5,7 @@
 #include "gpuinit/modules.hpp"
 #include "gpuinit/text.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <getopt.h>
@@ -26,7 +27,7 @@ constexpr const char* kUsage =
     "      --run-install    run modprobe.d 'install' commands (ignored by default)\n"
     "  -c, --check          check the loaded driver's parameters against the policy\n"
     "  -j, --json           print the result as JSON\n"
-    "  -v, --verbose        also report modules that were already loaded\n"
+    "  -v, --verbose        also say which module index and release are used\n"
     "  -q, --quiet          print errors only\n"
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
@@ -47,6 +48,8 @@ const char* step_verb(gpuinit::ModuleStep::Kind kind, bool dry_run) {
         return dry_run ? "insmod" : "loaded";
     case gpuinit::ModuleStep::Kind::AlreadyLoaded:
         return "already-loaded";
+    case gpuinit::ModuleStep::Kind::Builtin:
+        return "builtin";
     case gpuinit::ModuleStep::Kind::RunInstall:
         return dry_run ? "install" : "installed";
     }
@@ -54,15 +57,18 @@ const char* step_verb(gpuinit::ModuleStep::Kind kind, bool dry_run) {
 }
 
 void print_steps(const std::vector<gpuinit::ModuleStep>& steps, bool dry_run, int verbosity) {
+    if (verbosity < 0) {
+        return;
+    }
     for (const gpuinit::ModuleStep& step : steps) {
-        bool loaded = step.kind == gpuinit::ModuleStep::Kind::AlreadyLoaded;
-        if (verbosity < 0 || (loaded && verbosity < 1 && !dry_run)) {
-            continue;
+        std::string detail;
+        if (step.kind == gpuinit::ModuleStep::Kind::RunInstall) {
+            detail = step.command;
+        } else if (step.kind == gpuinit::ModuleStep::Kind::Insert) {
+            detail = step.path + (step.options.empty() ? "" : " " + step.options);
+        } else {
+            detail = "left alone";
         }
-        std::string detail = step.kind == gpuinit::ModuleStep::Kind::RunInstall ? step.command
-                             : loaded
-                                 ? ""
-                                 : step.path + (step.options.empty() ? "" : " " + step.options);
         std::printf("%-15s %-16s %s\n", step_verb(step.kind, dry_run), step.name.c_str(),
                     detail.c_str());
     }
@@ -108,6 +114,11 @@ int run_check(const gpuinit::Sysroot& root, bool json_output, int verbosity) {
                 .value(gpuinit::format_mode(static_cast<unsigned>(check->mode)));
             json.key("ModifyDeviceFiles").value(check->modify_device_files);
             json.key("policy").value(check->policy_source);
+            json.key("not_in_params").begin_array();
+            for (const std::string& name : check->not_in_params) {
+                json.value(name);
+            }
+            json.end_array();
         }
         json.key("dangers").begin_array();
         for (const std::string& danger : check->dangers) {
@@ -123,14 +134,23 @@ int run_check(const gpuinit::Sysroot& root, bool json_output, int verbosity) {
         return code;
     }
     if (verbosity >= 0) {
-        std::printf("DeviceFileUID      %llu\nDeviceFileGID      %llu\nDeviceFileMode     %s "
-                    "(%llu)\nModifyDeviceFiles  %llu\npolicy             %s\n",
-                    static_cast<unsigned long long>(check->uid),
-                    static_cast<unsigned long long>(check->gid),
+        auto origin = [&](const char* name) {
+            const auto& missing = check->not_in_params;
+            return std::find(missing.begin(), missing.end(), name) == missing.end()
+                       ? ""
+                       : "  (not in params: the driver's default)";
+        };
+        std::printf("DeviceFileUID      %llu%s\n", static_cast<unsigned long long>(check->uid),
+                    origin("DeviceFileUID"));
+        std::printf("DeviceFileGID      %llu%s\n", static_cast<unsigned long long>(check->gid),
+                    origin("DeviceFileGID"));
+        std::printf("DeviceFileMode     %s (%llu)%s\n",
                     gpuinit::format_mode(static_cast<unsigned>(check->mode)).c_str(),
-                    static_cast<unsigned long long>(check->mode),
+                    static_cast<unsigned long long>(check->mode), origin("DeviceFileMode"));
+        std::printf("ModifyDeviceFiles  %llu%s\n",
                     static_cast<unsigned long long>(check->modify_device_files),
-                    check->policy_source.c_str());
+                    origin("ModifyDeviceFiles"));
+        std::printf("policy             %s\n", check->policy_source.c_str());
     }
     for (const std::string& danger : check->dangers) {
         std::fprintf(stderr, "gpu-modload: DANGER: %s\n", danger.c_str());
@@ -211,6 +231,11 @@ int main(int argc, char** argv) {
         }
     }
     for (int i = optind; i < argc; ++i) {
+        if (argv[i][0] == '-') {
+            // Options go before the first MODULE: this word would otherwise
+            // become a module name or, with '=', a module parameter.
+            return usage_error("options must come before the first MODULE");
+        }
         if (std::strchr(argv[i], '=') != nullptr) {
             if (options.modules.empty()) {
                 return usage_error("a PARAM=VALUE must follow a MODULE");
@@ -242,6 +267,9 @@ int main(int argc, char** argv) {
     gpuinit::KernelLoader loader(*root);
     gpuinit::ModloadFailure failure;
     auto plan = gpuinit::plan_modules(*root, options, loader, &failure);
+    if (plan && verbosity > 0 && !json_output) {
+        std::printf("gpu-modload: module index %s\n", plan->modules_dir.c_str());
+    }
     std::vector<gpuinit::ModuleStep> steps;
     if (plan && !dry_run) {
         gpuinit::ModloadReport report = gpuinit::execute_plan(*plan, loader);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fnmatch.h>
 #include <libkmod.h>
 #include <map>
 #include <memory>
@@ -69,18 +70,65 @@ std::vector<std::string> option_words(std::string_view text) {
     return words;
 }
 
-// "mod.param=value" words of a kernel command line, as (module, "param=value").
-std::vector<std::pair<std::string, std::string>> cmdline_options(std::string_view cmdline) {
-    std::vector<std::pair<std::string, std::string>> options;
+// A kernel command line as kmod reads it: "mod.param=value" words become
+// options of mod, "modprobe.blacklist=a,b" blacklists a and b.
+struct KernelCmdline {
+    std::vector<std::pair<std::string, std::string>> options; // (module, "param=value")
+    std::vector<std::string> blacklist;
+};
+
+KernelCmdline parse_kernel_cmdline(std::string_view cmdline) {
+    KernelCmdline parsed;
     for (const std::string& word : option_words(cmdline)) {
         size_t dot = word.find('.');
         size_t equals = word.find('=');
         if (dot == std::string::npos || dot == 0 || (equals != std::string::npos && equals < dot)) {
             continue;
         }
-        options.emplace_back(module_key(word.substr(0, dot)), word.substr(dot + 1));
+        std::string module = module_key(word.substr(0, dot));
+        std::string param = word.substr(dot + 1);
+        if (module == "modprobe" && param.rfind("blacklist=", 0) == 0) {
+            std::string_view names = std::string_view(param).substr(10);
+            while (!names.empty()) {
+                size_t comma = names.find(',');
+                std::string_view name = names.substr(0, comma);
+                if (!name.empty()) {
+                    parsed.blacklist.push_back(module_key(name));
+                }
+                names = comma == std::string_view::npos ? "" : names.substr(comma + 1);
+            }
+            continue;
+        }
+        parsed.options.emplace_back(std::move(module), std::move(param));
     }
-    return options;
+    return parsed;
+}
+
+// kmod_new() always parses the host's /proc/cmdline and appends what it finds
+// after the entries of the config files. A context without config files
+// holds exactly those entries; their count is what to drop from the tail.
+struct KmodCmdlineEntries {
+    size_t options = 0;
+    size_t blacklist = 0;
+};
+
+size_t count_entries(kmod_config_iter* raw) {
+    KmodIter iter(raw);
+    size_t n = 0;
+    while (iter && kmod_config_iter_next(iter.get())) {
+        ++n;
+    }
+    return n;
+}
+
+KmodCmdlineEntries host_cmdline_entries(const std::string& modules_dir) {
+    const char* no_config[] = {nullptr};
+    KmodCtx ctx(kmod_new(modules_dir.c_str(), no_config));
+    if (!ctx) {
+        return {};
+    }
+    return {count_entries(kmod_config_get_options(ctx.get())),
+            count_entries(kmod_config_get_blacklists(ctx.get()))};
 }
 
 std::string module_dir_error(const std::string& dir) {
@@ -89,10 +137,11 @@ std::string module_dir_error(const std::string& dir) {
 
 class Planner {
   public:
-    Planner(kmod_ctx* ctx, const Sysroot& root, const ModloadOptions& options, ModuleLoader& loader,
-            ModulePlan& plan, ModloadFailure& failure)
+    Planner(kmod_ctx* ctx, const Sysroot& root, const std::string& modules_rel,
+            const ModloadOptions& options, ModuleLoader& loader, ModulePlan& plan,
+            ModloadFailure& failure)
         : ctx_(ctx), options_(options), loader_(loader), plan_(plan), failure_(failure) {
-        collect_config_options(root);
+        collect_config(root, modules_rel);
         // Command-line options apply wherever the module turns up, also as
         // a dependency of a module requested before it.
         for (const ModuleRequest& request : options.modules) {
@@ -101,6 +150,7 @@ class Planner {
         }
     }
 
+    // Like modprobe: every module the name or alias resolves to.
     bool plan_request(const ModuleRequest& request) {
         kmod_list* raw = nullptr;
         int found = kmod_module_new_from_lookup(ctx_, request.name.c_str(), &raw);
@@ -109,26 +159,35 @@ class Planner {
             return fail(kModloadNotFound, "module " + request.name + " not found" +
                                               module_dir_error(plan_.modules_dir));
         }
-        if (!options_.force) {
-            kmod_list* allowed_raw = nullptr;
-            kmod_module_apply_filter(ctx_, KMOD_FILTER_BLACKLIST, list.get(), &allowed_raw);
-            KmodList allowed(allowed_raw);
-            if (!allowed) {
-                return fail(kModloadBlacklisted,
-                            "module " + request.name +
-                                " is blacklisted in modprobe.d; remove the blacklist line or"
-                                " pass --force");
+        std::string requested = module_key(request.name);
+        std::vector<KmodModule> modules;
+        kmod_list* entry = nullptr;
+        kmod_list_foreach(entry, list.get()) {
+            KmodModule module(kmod_module_get_module(entry));
+            if (options_.force || !is_blacklisted(kmod_module_get_name(module.get()))) {
+                modules.push_back(std::move(module));
             }
-            list = std::move(allowed);
         }
-        KmodModule module(kmod_module_get_module(list.get()));
-        std::string name = module_key(kmod_module_get_name(module.get()));
-        if (name != module_key(request.name) && !request.options.empty()) {
-            // Requested through an alias: its options belong to the module.
-            auto& extra = command_line_[name];
-            extra.insert(extra.end(), request.options.begin(), request.options.end());
+        if (modules.empty()) {
+            return fail(kModloadBlacklisted,
+                        "module " + request.name +
+                            " is blacklisted (modprobe.d or modprobe.blacklist= on the kernel"
+                            " command line); remove the blacklist or pass --force");
         }
-        return plan_module(module.get());
+        for (const KmodModule& module : modules) {
+            std::string name = module_key(kmod_module_get_name(module.get()));
+            if (name != requested) {
+                // Requested through an alias: modprobe.d options given for the
+                // alias and this command line's belong to the module.
+                aliases_[name] = requested;
+                auto& extra = command_line_[name];
+                extra.insert(extra.end(), request.options.begin(), request.options.end());
+            }
+            if (!plan_module(module.get())) {
+                return false;
+            }
+        }
+        return true;
     }
 
   private:
@@ -137,40 +196,61 @@ class Planner {
         return false;
     }
 
-    // Options from modprobe.d, without the ones kmod took from the host's
-    // /proc/cmdline (kmod_new always reads the real one); the root's own
-    // cmdline is layered on top instead, so a fixture never sees the host's.
-    void collect_config_options(const Sysroot& root) {
-        std::vector<std::pair<std::string, std::string>> host_cmdline;
-        if (auto text = Sysroot::open("/")->read_file("proc/cmdline")) {
-            host_cmdline = cmdline_options(*text);
+    // modprobe.d's options and blacklist, and the kernel command line of the
+    // root being loaded for. kmod_new() always adds the host's /proc/cmdline;
+    // for another root those entries are dropped and the root's own
+    // proc/cmdline is used instead, so a fixture or a copied machine never
+    // sees what the host booted with.
+    void collect_config(const Sysroot& root, const std::string& modules_rel) {
+        KmodCmdlineEntries from_host;
+        if (!root.is_host()) {
+            from_host = host_cmdline_entries(plan_.modules_dir);
         }
-        KmodIter iter(kmod_config_get_options(ctx_));
-        while (iter && kmod_config_iter_next(iter.get())) {
-            std::pair<std::string, std::string> entry{
-                module_key(kmod_config_iter_get_key(iter.get())),
-                kmod_config_iter_get_value(iter.get())};
-            auto from_cmdline = std::find(host_cmdline.begin(), host_cmdline.end(), entry);
-            if (from_cmdline != host_cmdline.end()) {
-                host_cmdline.erase(from_cmdline);
-                continue;
+        KmodIter options(kmod_config_get_options(ctx_));
+        while (options && kmod_config_iter_next(options.get())) {
+            config_options_.emplace_back(module_key(kmod_config_iter_get_key(options.get())),
+                                         kmod_config_iter_get_value(options.get()));
+        }
+        KmodIter blacklist(kmod_config_get_blacklists(ctx_));
+        while (blacklist && kmod_config_iter_next(blacklist.get())) {
+            blacklist_.push_back(module_key(kmod_config_iter_get_key(blacklist.get())));
+        }
+        config_options_.resize(config_options_.size() -
+                               std::min(from_host.options, config_options_.size()));
+        blacklist_.resize(blacklist_.size() - std::min(from_host.blacklist, blacklist_.size()));
+        if (!root.is_host()) {
+            if (auto text = root.read_file("proc/cmdline")) {
+                KernelCmdline cmdline = parse_kernel_cmdline(*text);
+                config_options_.insert(config_options_.end(), cmdline.options.begin(),
+                                       cmdline.options.end());
+                blacklist_.insert(blacklist_.end(), cmdline.blacklist.begin(),
+                                  cmdline.blacklist.end());
             }
-            config_options_.push_back(std::move(entry));
         }
-        if (auto text = root.read_file("proc/cmdline")) {
-            root_cmdline_ = cmdline_options(*text);
+        if (auto text = root.read_file(modules_rel + "/modules.builtin")) {
+            for (std::string_view line : split_lines(*text)) {
+                std::string_view base = line.substr(line.rfind('/') + 1);
+                if (base.size() > 3 && base.substr(base.size() - 3) == ".ko") {
+                    builtin_.insert(module_key(base.substr(0, base.size() - 3)));
+                }
+            }
         }
     }
 
+    bool is_blacklisted(const std::string& name) const {
+        return std::find(blacklist_.begin(), blacklist_.end(), module_key(name)) !=
+               blacklist_.end();
+    }
+
+    // As kmod_module_get_options(): entries whose name matches the module (a
+    // glob) or is the alias it was requested by, in file order; then this
+    // command line's.
     std::string options_for(const std::string& name) const {
+        auto alias = aliases_.find(name);
         std::vector<std::string> layers;
-        for (const auto& [module, value] : config_options_) {
-            if (module == name) {
-                layers.push_back(value);
-            }
-        }
-        for (const auto& [module, value] : root_cmdline_) {
-            if (module == name) {
+        for (const auto& [pattern, value] : config_options_) {
+            if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0 ||
+                (alias != aliases_.end() && pattern == alias->second)) {
                 layers.push_back(value);
             }
         }
@@ -178,6 +258,19 @@ class Planner {
             layers.insert(layers.end(), extra->second.begin(), extra->second.end());
         }
         return merge_module_options(layers);
+    }
+
+    // What modprobe puts in place of $CMDLINE_OPTS in an install command.
+    std::string install_command(const std::string& name, std::string command) const {
+        auto extra = command_line_.find(name);
+        std::string options =
+            extra == command_line_.end() ? "" : merge_module_options(extra->second);
+        constexpr std::string_view kVariable = "$CMDLINE_OPTS";
+        for (size_t at = command.find(kVariable); at != std::string::npos;
+             at = command.find(kVariable, at + options.size())) {
+            command.replace(at, kVariable.size(), options);
+        }
+        return command;
     }
 
     bool plan_list(kmod_list* list) {
@@ -193,7 +286,8 @@ class Planner {
 
     bool plan_module(kmod_module* module) {
         std::string name = kmod_module_get_name(module);
-        if (!visited_.insert(module_key(name)).second) {
+        std::string key = module_key(name);
+        if (!visited_.insert(key).second) {
             return true;
         }
         if (loader_.is_loaded(name)) {
@@ -210,19 +304,22 @@ class Planner {
         }
         const char* install = kmod_module_get_install_commands(module);
         if (install != nullptr && options_.run_install) {
-            plan_.steps.push_back({ModuleStep::Kind::RunInstall, name, "", "", install});
+            plan_.steps.push_back(
+                {ModuleStep::Kind::RunInstall, name, "", "", install_command(key, install)});
         } else {
             KmodList dependencies(kmod_module_get_dependencies(module));
             if (!plan_list(dependencies.get())) {
                 return false;
             }
             const char* path = kmod_module_get_path(module);
-            if (path == nullptr) {
+            if (path == nullptr && builtin_.count(key) != 0) {
+                plan_.steps.push_back({ModuleStep::Kind::Builtin, name, "", "", ""});
+            } else if (path == nullptr) {
                 return fail(kModloadNotFound, "module " + name + " has no file" +
                                                   module_dir_error(plan_.modules_dir));
+            } else {
+                plan_.steps.push_back({ModuleStep::Kind::Insert, name, path, options_for(key), ""});
             }
-            plan_.steps.push_back(
-                {ModuleStep::Kind::Insert, name, path, options_for(module_key(name)), ""});
         }
         return plan_list(post.get());
     }
@@ -233,8 +330,10 @@ class Planner {
     ModulePlan& plan_;
     ModloadFailure& failure_;
     std::set<std::string> visited_;
+    std::set<std::string> builtin_;
     std::vector<std::pair<std::string, std::string>> config_options_;
-    std::vector<std::pair<std::string, std::string>> root_cmdline_;
+    std::vector<std::string> blacklist_;
+    std::map<std::string, std::string> aliases_; // module -> the alias it was asked for by
     std::map<std::string, std::vector<std::string>> command_line_;
 };
 
@@ -258,12 +357,19 @@ ModloadFailure insert_failure(const ModuleStep& step, int error) {
     std::string what = "cannot insert " + step.name + " (" + step.path + "): ";
     switch (error) {
     case ENOENT:
-        return {kModloadNotFound, what + "module file or a symbol provider is missing; run depmod"};
+        // The file was opened: the kernel says ENOENT for an unresolved symbol.
+        return {kModloadBadModule,
+                what + "unknown symbol in module: a module it needs is not loaded, or it was"
+                       " built for another driver version; see 'dmesg | tail' for which"};
     case ENOEXEC:
     case EINVAL:
         return {kModloadBadModule, what + std::strerror(error) +
                                        ": unknown symbol, bad parameter or vermagic mismatch;"
                                        " see 'dmesg | tail' for which"};
+    case ENOSYS:
+        return {kModloadOtherError,
+                what + "this kernel cannot load modules (built without CONFIG_MODULES, or a"
+                       " container's seccomp filter); load it on the host"};
     case EKEYREJECTED:
         return {kModloadKeyRejected,
                 what + "signature rejected by the kernel (Secure Boot): sign the module with a"
@@ -330,7 +436,7 @@ Result<ModulePlan> plan_modules(const Sysroot& root, const ModloadOptions& optio
         return Error{EIO, failure->message};
     }
     kmod_set_log_priority(ctx.get(), 0);
-    Planner planner(ctx.get(), root, options, loader, plan, *failure);
+    Planner planner(ctx.get(), root, "lib/modules/" + release, options, loader, plan, *failure);
     for (const ModuleRequest& request : options.modules) {
         if (!planner.plan_request(request)) {
             return Error{EINVAL, failure->message};

@@ -4,10 +4,14 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <map>
+#include <sched.h>
 #include <set>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -102,6 +106,9 @@ class ModuleTree : public ::testing::Test {
             case ModuleStep::Kind::AlreadyLoaded:
                 lines.push_back("loaded " + step.name);
                 break;
+            case ModuleStep::Kind::Builtin:
+                lines.push_back("builtin " + step.name);
+                break;
             case ModuleStep::Kind::RunInstall:
                 lines.push_back("install " + step.name + ": " + step.command);
                 break;
@@ -118,6 +125,53 @@ class ModuleTree : public ::testing::Test {
 };
 
 using Lines = std::vector<std::string>;
+
+constexpr int kNoNamespace = 77;
+
+// Runs argv in a private mount namespace whose /proc/cmdline reads
+// `host_cmdline`, as if the host running the tool had booted with it.
+// kNoNamespace when no mount namespace can be made here.
+int run_with_host_cmdline(const std::string& host_cmdline, const std::vector<std::string>& argv,
+                          std::string* output) {
+    TempDir dir;
+    std::string cmdline = dir / "cmdline";
+    std::string log = dir / "output";
+    write(cmdline, host_cmdline);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        // Root can do it directly; anyone else through a user namespace.
+        if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            ::_exit(kNoNamespace);
+        }
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount(cmdline.c_str(), "/proc/cmdline", nullptr, MS_BIND, nullptr) != 0) {
+            ::_exit(kNoNamespace);
+        }
+        int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        std::vector<char*> args;
+        for (const std::string& arg : argv) {
+            args.push_back(const_cast<char*>(arg.c_str()));
+        }
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        return -1;
+    }
+    if (FILE* in = std::fopen(log.c_str(), "r")) {
+        char buffer[4096];
+        size_t n = 0;
+        while ((n = std::fread(buffer, 1, sizeof buffer, in)) > 0) {
+            output->append(buffer, n);
+        }
+        std::fclose(in);
+    }
+    return WEXITSTATUS(status);
+}
 constexpr const char* kNvidiaOptions =
     "NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660 "
     "NVreg_ModifyDeviceFiles=0";
@@ -174,6 +228,76 @@ TEST_F(ModuleTree, RootKernelCommandLineAppliesButNotTheHosts) {
     EXPECT_EQ(plan({{"nvidia", {}}}),
               (Lines{"insert nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 "
                      "NVreg_DeviceFileMode=0640 NVreg_ModifyDeviceFiles=0 NVreg_EnableMSI=0"}));
+}
+
+TEST_F(ModuleTree, HostKernelCommandLineNeverReachesAnotherRoot) {
+    // Two files: the later one's 0600 must win. kmod appends what it reads
+    // from the host's /proc/cmdline after them, and the host's blacklist
+    // would refuse nvidia itself.
+    write(root_ / "etc/modprobe.d/y-vendor.conf", "options nvidia NVreg_DeviceFileMode=0666\n");
+    write(root_ / "etc/modprobe.d/z-site.conf", "options nvidia NVreg_DeviceFileMode=0600\n");
+    std::string output;
+    int code = run_with_host_cmdline(
+        "BOOT_IMAGE=/vmlinuz nvidia.NVreg_DeviceFileMode=0666 modprobe.blacklist=nouveau,nvidia "
+        "nvidia.NVreg_EnableMSI=0 quiet\n",
+        {GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "--dry-run", "nvidia"},
+        &output);
+    if (code == kNoNamespace) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: no private mount namespace here (needs root or"
+                        " unprivileged user namespaces) to fake the host's /proc/cmdline";
+    }
+    EXPECT_EQ(code, kModloadOk) << output;
+    EXPECT_NE(output.find("NVreg_DeviceFileMode=0600"), std::string::npos) << output;
+    EXPECT_EQ(output.find("0666"), std::string::npos) << output;
+    EXPECT_EQ(output.find("EnableMSI"), std::string::npos) << output;
+}
+
+TEST_F(ModuleTree, RootKernelCommandLineBlacklistApplies) {
+    write(root_ / "proc/cmdline", "quiet modprobe.blacklist=nouveau,nvidia_drm\n");
+    Lines refused = plan({{"nvidia_drm", {}}});
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].rfind("error 6: module nvidia_drm is blacklisted", 0), 0u) << refused[0];
+    EXPECT_EQ(plan({{"nvidia_drm", {}}}, true).back(), "insert nvidia_drm");
+    // modprobe.blacklist is not an option of a module called "modprobe".
+    EXPECT_EQ(plan({{"nvidia", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+}
+
+TEST_F(ModuleTree, BuiltinModuleIsReportedNotInserted) {
+    std::string dir = root_ / ("lib/modules/" + std::string(kRelease));
+    write(dir + "/modules.builtin", "kernel/drivers/video/fb_builtin.ko\n");
+    std::string output;
+    ASSERT_EQ(run_process({depmod_path(), "-b", root_.path(), kRelease}, &output), 0) << output;
+    EXPECT_EQ(plan({{"fb_builtin", {}}, {"nvidia", {}}}),
+              (Lines{"builtin fb_builtin", std::string("insert nvidia ") + kNvidiaOptions}));
+}
+
+TEST_F(ModuleTree, OptionsGivenForTheAliasOrAGlobApply) {
+    write(root_ / "etc/modprobe.d/alias.conf",
+          "alias gpu-compute nvidia_uvm\noptions gpu-compute uvm_perf_prefetch_enable=0\n"
+          "options nvidia_u* uvm_debug=1\n");
+    EXPECT_EQ(plan({{"gpu-compute", {}}}),
+              (Lines{std::string("insert nvidia ") + kNvidiaOptions,
+                     "insert nvidia_uvm uvm_perf_prefetch_enable=0 uvm_debug=1"}));
+    // By its own name the alias's options do not apply.
+    EXPECT_EQ(plan({{"nvidia_uvm", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions,
+                                                 "insert nvidia_uvm uvm_debug=1"}));
+}
+
+TEST_F(ModuleTree, AnAliasLoadsEveryModuleItNames) {
+    write(root_ / "etc/modprobe.d/alias.conf",
+          "alias gpu-display nvidia_drm\nalias gpu-display nvidia_uvm\n");
+    Lines lines = plan({{"gpu-display", {}}});
+    ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+    EXPECT_EQ(lines[0], std::string("insert nvidia ") + kNvidiaOptions);
+    EXPECT_NE(std::find(lines.begin(), lines.end(), "insert nvidia_drm"), lines.end());
+    EXPECT_NE(std::find(lines.begin(), lines.end(), "insert nvidia_uvm"), lines.end());
+}
+
+TEST_F(ModuleTree, InstallCommandsGetTheCommandLineOptions) {
+    write(root_ / "etc/modprobe.d/install.conf",
+          "install nvidia /sbin/site-load nvidia $CMDLINE_OPTS --quiet\n");
+    EXPECT_EQ(plan({{"nvidia", {"NVreg_EnableMSI=0", "NVreg_EnableMSI=1"}}}, false, true),
+              (Lines{"install nvidia: /sbin/site-load nvidia NVreg_EnableMSI=1 --quiet"}));
 }
 
 TEST_F(ModuleTree, MissingModuleNamesTheDirectory) {
@@ -241,7 +365,8 @@ TEST_P(InjectedFailure, MapsToMessageAndExitCode) {
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, InjectedFailure,
-    ::testing::Values(Injected{"ENOENT", ENOENT, kModloadNotFound, "run depmod"},
+    ::testing::Values(Injected{"ENOENT", ENOENT, kModloadBadModule, "unknown symbol"},
+                      Injected{"ENOSYS", ENOSYS, kModloadOtherError, "cannot load modules"},
                       Injected{"EPERM", EPERM, kModloadPermission, "run as root"},
                       Injected{"ENOEXEC", ENOEXEC, kModloadBadModule, "dmesg"},
                       Injected{"EINVAL", EINVAL, kModloadBadModule, "vermagic"},
@@ -277,6 +402,11 @@ TEST_F(ModuleTree, ToolDryRunShowsNvidiaFirstWithMergedOptions) {
     EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--dry-run", "nvidia_nope"}),
               kModloadNotFound);
     EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "NVreg_X=1"}), kModloadUsage);
+    // An option after a module would otherwise be a module or a parameter.
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "nvidia", "--dry-run"}),
+              kModloadUsage);
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "nvidia", "--x=1"}),
+              kModloadUsage);
 }
 
 TEST(ModuleOptions, MergeReplacesKeysInPlace) {

@@ -16,7 +16,7 @@ enum ModloadExit : int {
     kModloadOk = 0,
     kModloadUsage = 1,
     kModloadNotFound = 2,
-    kModloadBadModule = 3,   // ENOEXEC/EINVAL: unknown symbol, vermagic, format
+    kModloadBadModule = 3,   // ENOENT/ENOEXEC/EINVAL: unknown symbol, vermagic, format
     kModloadKeyRejected = 4, // EKEYREJECTED
     kModloadPermission = 5,  // EPERM/EACCES
     kModloadBlacklisted = 6,
@@ -63,7 +63,7 @@ struct ModloadOptions {
 };
 
 struct ModuleStep {
-    enum class Kind { Insert, AlreadyLoaded, RunInstall };
+    enum class Kind { Insert, AlreadyLoaded, Builtin, RunInstall };
     Kind kind = Kind::Insert;
     std::string name;
     std::string path;
