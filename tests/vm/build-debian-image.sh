@@ -4,8 +4,10 @@
 #
 #   build-debian-image.sh IMAGE_DIR
 #
-# IMAGE_DIR/.complete marks a finished image; a rerun with it present does
-# nothing. Docs, man pages and locales are trimmed (about 120 MB left).
+# It debootstraps from the host's own Debian mirror (its apt sources), else
+# from deb.debian.org. IMAGE_DIR/.complete marks a finished image; a rerun
+# with it present does nothing. Docs, man pages and locales are trimmed
+# (about 120 MB left).
 set -euo pipefail
 
 image=${1:?usage: build-debian-image.sh IMAGE_DIR}
@@ -13,11 +15,46 @@ if [[ -f $image/.complete ]]; then
   echo "vm: Debian image cached in $image"
   exit 0
 fi
+suite=bookworm
+
+# The mirror the host's apt uses for the main archive of $suite (the stanza
+# or line whose suite is exactly $suite: not -updates, not -security), so a
+# host behind a local mirror or a snapshot debootstraps from the same place.
+host_mirror() {
+  local file
+  for file in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $file ]] || continue
+    awk -v suite="$suite" 'BEGIN { RS = ""; FS = "\n" } {
+      types = uris = suites = ""; enabled = "yes"
+      for (i = 1; i <= NF; i++) {
+        if ($i ~ /^#/) continue
+        split($i, kv, ":"); key = tolower(kv[1]); value = substr($i, length(kv[1]) + 2)
+        if (key == "types") types = " " value " "
+        else if (key == "uris") uris = value
+        else if (key == "suites") suites = " " value " "
+        else if (key == "enabled") enabled = value
+      }
+      gsub(/[ \t]+/, " ", types); gsub(/[ \t]+/, " ", suites)
+      if (enabled ~ /no/ || types !~ / deb / || suites !~ " " suite " ") next
+      if (split(uris, list, " ") > 0) { print list[1]; exit }
+    }' "$file"
+  done
+  [[ -f /etc/apt/sources.list ]] &&
+    awk -v suite="$suite" '$1 == "deb" {
+      i = 2
+      if ($i ~ /^\[/) { while (i < NF && $i !~ /\]$/) i++; i++ }
+      if ($(i + 1) == suite) { print $i; exit }
+    }' /etc/apt/sources.list
+  return 0
+}
+mirror=$(host_mirror | head -1)
+mirror=${mirror:-http://deb.debian.org/debian}
+
 rm -rf "${image:?}"
 mkdir -p "$image"
-echo "vm: debootstrapping a minimal Debian 12 with systemd, udev and kmod into $image"
+echo "vm: debootstrapping a minimal Debian 12 with systemd, udev and kmod into $image from $mirror"
 debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,kmod \
-  bookworm "$image" http://deb.debian.org/debian >"$image.log" 2>&1 ||
+  "$suite" "$image" "$mirror" >"$image.log" 2>&1 ||
   { tail -30 "$image.log" >&2; exit 1; }
 rm -rf "$image"/usr/share/{doc,man,info,locale}/* "$image"/var/cache/apt/archives/*.deb \
   "$image"/var/lib/apt/lists/*
