@@ -119,6 +119,8 @@ std::string format(const char* fmt, ...) {
     std::string out;
     if (size > 0) {
         out.resize(static_cast<size_t>(size) + 1);
+        // clang-analyzer 14 loses track of va_start once va_copy is used.
+        // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
         std::vsnprintf(out.data(), out.size(), fmt, args);
         out.resize(static_cast<size_t>(size));
     }
