@@ -85,16 +85,26 @@ if [[ $need_update == yes || -z $(apt-cache showsrc kmod 2>/dev/null) ]]; then
   apt-get update -qq
 fi
 
-# The highest version the archive serves (showsrc lists one stanza per
-# suite that has the package, in no promised order).
+# The version of the library that is installed, whose headers the tools
+# compile against, when the archive serves its source; else the highest
+# version the archive serves (showsrc lists one stanza per suite that has the
+# package, in no promised order).
+declare -A installed_library=([kmod]=libkmod2 [pciutils]=libpci3 [systemd]=libudev1)
 source_version() {
-  apt-cache showsrc "$1" | awk '/^Version:/ {print $2}' |
-    while read -r version; do
-      if [[ -z ${best:-} ]] || dpkg --compare-versions "$version" gt "$best"; then
-        best=$version
-      fi
-      echo "$best"
-    done | tail -n 1
+  local served installed best=""
+  served=$(apt-cache showsrc "$1" | awk '/^Version:/ {print $2}')
+  installed=$(dpkg-query -W -f='${source:Version}' "${installed_library[$1]}" 2>/dev/null || true)
+  if [[ -n $installed ]] && grep -qxF "$installed" <<<"$served"; then
+    echo "$installed"
+    return
+  fi
+  [[ -z $installed ]] || echo "build-static-deps: $1 $installed (installed) is not served; taking the highest" >&2
+  while read -r version; do
+    if [[ -n $version ]] && { [[ -z $best ]] || dpkg --compare-versions "$version" gt "$best"; }; then
+      best=$version
+    fi
+  done <<<"$served"
+  echo "$best"
 }
 
 cd "$src"
