@@ -4,6 +4,7 @@
 #include "gpuinit/procfs.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
 namespace gpuinit {
 
@@ -83,6 +84,15 @@ Result<Machine> discover_machine(const Sysroot& root) {
     }
 
     auto driver_entries = root.list_dir(kGpusDir);
+    if (!driver_entries && driver_entries.error().code != ENOENT) {
+        // Present but unreadable (EACCES, ENOTDIR, ELOOP): guessing minors
+        // from PCI order here would hide a broken /proc behind a warning.
+        return Error{driver_entries.error().code,
+                     driver_entries.error().message +
+                         "; the driver's GPU minors cannot be read, nothing was changed (check"
+                         " that proc is mounted and " +
+                         root.display(kGpusDir) + " is the driver's directory)"};
+    }
     machine.minors_from_driver = driver_entries.ok();
     if (driver_entries) {
         read_driver_view(root, *driver_entries, machine);

@@ -5,7 +5,10 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -24,6 +27,14 @@ MknodOutcome dry_run(const FakeMachine& machine, const TempDir& dir,
     options.root = dir.path();
     options.dry_run = true;
     options.request = std::move(request);
+    return run_mknod(options);
+}
+
+// A dry run on a fixture already written (and then broken) by the test.
+MknodOutcome dry_run_as_is(const TempDir& dir) {
+    MknodOptions options;
+    options.root = dir.path();
+    options.dry_run = true;
     return run_mknod(options);
 }
 
@@ -279,6 +290,37 @@ TEST(MknodPlan, ReportsRenderForPeopleAndScripts) {
     std::string json = render_json(outcome);
     EXPECT_NE(json.find("\"path\":\"/dev/nvidia0\""), std::string::npos) << json;
     EXPECT_NE(json.find("\"exit_code\":0"), std::string::npos);
+}
+
+// Only a missing proc/driver/nvidia/gpus means "old driver, guess from PCI
+// order"; one that is there but cannot be listed stops the run.
+TEST(MknodPlan, UnlistableDriverGpusDirIsAnErrorNotAPciOrderGuess) {
+    struct Case {
+        const char* what;
+        void (*breaks)(const std::string& gpus);
+        const char* expected;
+    } cases[] = {
+        {"a regular file",
+         [](const std::string& gpus) { std::ofstream(gpus) << "not a directory\n"; },
+         "Not a directory"},
+        {"a symlink loop",
+         [](const std::string& gpus) { ASSERT_EQ(::symlink("gpus", gpus.c_str()), 0); },
+         "Too many levels of symbolic links"},
+    };
+    for (const Case& c : cases) {
+        TempDir dir;
+        FakeMachine machine = workstation(2);
+        ASSERT_TRUE(write_fixture(machine, dir.path()));
+        std::string gpus = dir / "proc/driver/nvidia/gpus";
+        std::filesystem::remove_all(gpus);
+        c.breaks(gpus);
+        MknodOutcome outcome = dry_run_as_is(dir);
+        EXPECT_EQ(outcome.exit_code, kExitNothingDone) << c.what << ": " << problems_of(outcome);
+        EXPECT_NE(outcome.fatal.find("cannot list " + gpus + ": " + c.expected), std::string::npos)
+            << outcome.fatal;
+        EXPECT_EQ(outcome.fatal.find("guessed from PCI order"), std::string::npos);
+        EXPECT_TRUE(outcome.machine.gpus.empty()) << c.what;
+    }
 }
 
 } // namespace gpuinit

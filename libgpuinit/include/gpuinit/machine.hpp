@@ -45,8 +45,10 @@ struct Machine {
     std::vector<std::string> warnings;
 };
 
-// Fails only when /proc/devices is present but malformed; a missing
-// /proc/devices or driver leaves nvidia_major empty.
+// Fails when /proc/devices is present but malformed, when
+// /proc/driver/nvidia/gpus exists but cannot be listed, and when the minors
+// must come from PCI order but PCI cannot be read. A missing /proc/devices or
+// driver leaves nvidia_major empty.
 Result<Machine> discover_machine(const Sysroot& root);
 
 } // namespace gpuinit
