@@ -104,7 +104,11 @@ Result<Machine> discover_machine(const Sysroot& root) {
         if (!machine.minors_from_driver && machine.nvidia_major) {
             return pci.error();
         }
-        machine.warnings.push_back("cannot check PCI for unbound GPUs: " + pci.error().message);
+        // The GPUs the driver lists still get their nodes; only the check
+        // for GPUs it does not list is lost, which the admin must hear of.
+        machine.errors.push_back(pci.error().message +
+                                 "; GPUs not bound to the nvidia driver cannot be checked (fix"
+                                 " or remove that entry and rerun)");
     } else {
         unsigned next_guess = 0;
         for (const PciFunction& function : *pci) {

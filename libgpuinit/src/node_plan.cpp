@@ -132,6 +132,9 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
     for (const std::string& warning : machine.warnings) {
         add_warning(plan, warning);
     }
+    for (const std::string& error : machine.errors) {
+        add_error(plan, error);
+    }
     if (!machine.nvidia_major) {
         return plan;
     }

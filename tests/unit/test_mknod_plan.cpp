@@ -2,6 +2,7 @@
 // a dry run only inspects the tree.
 #include "gpuinit/mknod.hpp"
 #include "machine_fixture.hpp"
+#include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@ namespace gpuinit {
 
 using testing::FakeMachine;
 using testing::FakePciFunction;
+using testing::run_process;
 using testing::TempDir;
 using testing::workstation;
 using testing::write_fixture;
@@ -290,6 +292,40 @@ TEST(MknodPlan, ReportsRenderForPeopleAndScripts) {
     std::string json = render_json(outcome);
     EXPECT_NE(json.find("\"path\":\"/dev/nvidia0\""), std::string::npos) << json;
     EXPECT_NE(json.find("\"exit_code\":0"), std::string::npos);
+}
+
+// A malformed sysfs entry makes libpci give up on the whole scan. The GPUs
+// the driver lists still get their nodes, but the check for GPUs it does not
+// list is lost: that is an error (exit 2), even under -q, not a warning.
+TEST(MknodPlan, MalformedPciEntryIsAnErrorAndTheOtherGpusProceed) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(::mkdir((dir / "sys/bus/pci/devices/garbage").c_str(), 0755), 0);
+    MknodOutcome outcome = dry_run_as_is(dir);
+    EXPECT_EQ(outcome.exit_code, kExitPartial) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "libpci on " + dir / "sys/bus/pci/devices", true))
+        << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "garbage", true)) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "not bound to the nvidia driver cannot be checked", true));
+    EXPECT_NE(find_node(outcome, "nvidia0"), nullptr);
+    EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
+
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--dry-run", "-q"}, &output),
+              kExitPartial);
+    EXPECT_NE(output.find("gpu-mknod: error: libpci on "), std::string::npos) << output;
+}
+
+TEST(MknodPlan, PciDeviceWithoutClassIsAnErrorWithItsPath) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(::unlink((dir / "sys/bus/pci/devices/0000:27:00.0/class").c_str()), 0);
+    MknodOutcome outcome = dry_run_as_is(dir);
+    EXPECT_EQ(outcome.exit_code, kExitPartial) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "0000:27:00.0/class", true)) << problems_of(outcome);
+    EXPECT_EQ(outcome.machine.gpus.size(), 2u);
 }
 
 // Only a missing proc/driver/nvidia/gpus means "old driver, guess from PCI

@@ -43,6 +43,9 @@ struct Machine {
     std::vector<Gpu> gpus; // sorted by minor
     std::vector<UnusableGpu> unusable;
     std::vector<std::string> warnings;
+    // Broken machine state that costs some GPU its check but not the run
+    // (a malformed PCI entry): reported as errors, exit 2.
+    std::vector<std::string> errors;
 };
 
 // Fails when /proc/devices is present but malformed, when
