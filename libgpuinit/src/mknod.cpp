@@ -88,6 +88,23 @@ MknodOutcome run_mknod(const MknodOptions& options) {
     }
     outcome.machine = std::move(*machine);
 
+    // Everything that makes the run a no-op is checked before the lock, so a
+    // run that does nothing leaves nothing behind (not even run/gpuinit/lock).
+    Policy policy = Policy::classic();
+    if (!options.remove) {
+        if (!outcome.machine.nvidia_major) {
+            return nothing_done(std::move(outcome),
+                                "the nvidia driver is not loaded: no 'nvidia' in " +
+                                    root->display("proc/devices") + "; run gpu-modload first");
+        }
+        auto loaded = Policy::load(*root);
+        if (!loaded) {
+            return nothing_done(std::move(outcome),
+                                loaded.error().message + "; nothing was changed");
+        }
+        policy = std::move(*loaded);
+    }
+
     // Serialize with concurrent runs before reading anything /dev-related;
     // a dry run changes nothing and needs no lock.
     UniqueFd lock;
@@ -102,18 +119,8 @@ MknodOutcome run_mknod(const MknodOptions& options) {
     if (options.remove) {
         run_remove(*root, options, outcome);
     } else {
-        if (!outcome.machine.nvidia_major) {
-            return nothing_done(std::move(outcome),
-                                "the nvidia driver is not loaded: no 'nvidia' in " +
-                                    root->display("proc/devices") + "; run gpu-modload first");
-        }
-        auto policy = Policy::load(*root);
-        if (!policy) {
-            return nothing_done(std::move(outcome),
-                                policy.error().message + "; nothing was changed");
-        }
         AccountDb accounts = AccountDb::load(*root);
-        outcome.plan = plan_nodes(outcome.machine, *policy, accounts, options.request);
+        outcome.plan = plan_nodes(outcome.machine, policy, accounts, options.request);
         for (const std::string& warning : accounts.warnings()) {
             outcome.plan.problems.push_back({Problem::Severity::Warning, warning});
         }

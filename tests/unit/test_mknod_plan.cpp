@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -356,6 +357,27 @@ TEST(MknodPlan, UnlistableDriverGpusDirIsAnErrorNotAPciOrderGuess) {
             << outcome.fatal;
         EXPECT_EQ(outcome.fatal.find("guessed from PCI order"), std::string::npos);
         EXPECT_TRUE(outcome.machine.gpus.empty()) << c.what;
+    }
+}
+
+// A run that can do nothing must leave nothing behind, not even the lock.
+TEST(MknodPlan, NoDriverOrBadPolicyTakesNoLock) {
+    for (bool bad_policy : {false, true}) {
+        TempDir dir;
+        FakeMachine machine = workstation(2);
+        if (bad_policy) {
+            machine.policy = "gpu=0 group=nvidia0 mode=0999\n";
+        } else {
+            machine.driver_loaded = false;
+        }
+        ASSERT_TRUE(write_fixture(machine, dir.path()));
+        MknodOptions options;
+        options.root = dir.path();
+        MknodOutcome outcome = run_mknod(options); // not a dry run
+        EXPECT_EQ(outcome.exit_code, kExitNothingDone) << outcome.fatal;
+        struct stat st {};
+        EXPECT_NE(::lstat((dir / "run/gpuinit/lock").c_str(), &st), 0) << outcome.fatal;
+        EXPECT_NE(::lstat((dir / "run/gpuinit").c_str(), &st), 0) << outcome.fatal;
     }
 }
 
