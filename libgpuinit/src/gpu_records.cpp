@@ -4,24 +4,77 @@
 #include "gpuinit/procfs.hpp"
 #include "gpuinit/text.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace gpuinit {
 
 namespace {
+
 constexpr std::string_view kRecords = "run/gpuinit/gpus";
+
+struct Record {
+    unsigned minor = 0;
+    std::string bdf; // canonical
+    std::string uuid;
+};
+
+// The records as last written; malformed lines are skipped (the file is ours
+// and rewritten on the next run).
+std::vector<Record> load_records(const Sysroot& root) {
+    std::vector<Record> records;
+    auto text = root.read_file(kRecords, 1u << 20);
+    if (!text) {
+        return records;
+    }
+    for (std::string_view line : split_lines(*text)) {
+        auto words = split_words(line);
+        if (words.size() < 2 || words[0].front() == '#') {
+            continue;
+        }
+        auto minor = parse_decimal(words[0], kMaxGpuMinor);
+        auto bdf = normalize_bdf(words[1]);
+        if (minor && bdf) {
+            records.push_back(
+                {static_cast<unsigned>(*minor), *bdf,
+                 words.size() > 2 && words[2] != "-" ? std::string(words[2]) : std::string()});
+        }
+    }
+    return records;
 }
 
-Status save_gpu_records(const Sysroot& root, const Machine& machine) {
+} // namespace
+
+Status save_gpu_records(const Sysroot& root, const Machine& machine,
+                        std::optional<unsigned> forget_minor) {
     auto dir = root.open_dir_nofollow("run/gpuinit", true, 0755);
     if (!dir) {
         return dir.error();
     }
-    std::string text = "# minor pci-address uuid; written by gpu-mknod\n";
+    std::vector<Record> records;
     for (const Gpu& gpu : machine.gpus) {
-        text += format("%u %s %s\n", gpu.minor, gpu.bdf.c_str(),
-                       gpu.uuid.empty() ? "-" : gpu.uuid.c_str());
+        records.push_back({gpu.minor, gpu.bdf, gpu.uuid});
+    }
+    // A GPU that went away keeps its record until --remove deletes its nodes:
+    // the udev remove event may come after other runs. A record goes when a
+    // present GPU now holds its minor or its address (it is stale then).
+    for (Record& old : load_records(root)) {
+        bool superseded = std::any_of(records.begin(), records.end(), [&](const Record& now) {
+            return now.minor == old.minor || now.bdf == old.bdf;
+        });
+        if (!superseded && old.minor != forget_minor) {
+            records.push_back(std::move(old));
+        }
+    }
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return a.minor < b.minor; });
+    std::string text = "# minor pci-address uuid; written by gpu-mknod\n";
+    for (const Record& record : records) {
+        text += format("%u %s %s\n", record.minor, record.bdf.c_str(),
+                       record.uuid.empty() ? "-" : record.uuid.c_str());
     }
     // Unchanged on most runs; rewriting would cost a rename and, on ext4, a
     // flush on every boot-time and udev run.
@@ -44,18 +97,9 @@ Status save_gpu_records(const Sysroot& root, const Machine& machine) {
 }
 
 std::optional<unsigned> recorded_minor(const Sysroot& root, const std::string& bdf) {
-    auto text = root.read_file(kRecords, 1u << 20);
-    if (!text) {
-        return std::nullopt;
-    }
-    for (std::string_view line : split_lines(*text)) {
-        auto words = split_words(line);
-        if (words.size() < 2 || words[0].front() == '#') {
-            continue;
-        }
-        auto minor = parse_decimal(words[0], kMaxGpuMinor);
-        if (minor && normalize_bdf(words[1]) == bdf) {
-            return static_cast<unsigned>(*minor);
+    for (const Record& record : load_records(root)) {
+        if (record.bdf == bdf) {
+            return record.minor;
         }
     }
     return std::nullopt;

@@ -33,7 +33,10 @@ void finish(MknodOutcome& outcome) {
     }
 }
 
-void run_remove(const Sysroot& root, const MknodOptions& options, MknodOutcome& outcome) {
+// Returns the minor whose nodes were removed (or found already gone), so its
+// record can be forgotten; nullopt when nothing was removed.
+std::optional<unsigned> run_remove(const Sysroot& root, const MknodOptions& options,
+                                   MknodOutcome& outcome) {
     const std::string& device = options.request.device;
     std::optional<unsigned> minor;
     if (auto number = parse_decimal(device, kMaxGpuMinor)) {
@@ -45,13 +48,13 @@ void run_remove(const Sysroot& root, const MknodOptions& options, MknodOutcome& 
                 {Problem::Severity::Error,
                  "no record of GPU " + *bdf + " in " + root.display("run/gpuinit/gpus") +
                      "; pass its minor instead (gpu-mknod --remove --device N)"});
-            return;
+            return std::nullopt;
         }
     }
     if (!minor) {
         outcome.plan.problems.push_back(
             {Problem::Severity::Error, "'" + device + "' is neither a minor nor a PCI address"});
-        return;
+        return std::nullopt;
     }
     for (const Gpu& gpu : outcome.machine.gpus) {
         if (gpu.minor == *minor) {
@@ -59,7 +62,7 @@ void run_remove(const Sysroot& root, const MknodOptions& options, MknodOutcome& 
                 {Problem::Severity::Error,
                  format("GPU %u (%s) is still bound to the driver; refusing to remove its node",
                         gpu.minor, gpu.bdf.c_str())});
-            return;
+            return std::nullopt;
         }
     }
     unsigned major = outcome.machine.nvidia_major.value_or(kClassicNvidiaMajor);
@@ -67,9 +70,13 @@ void run_remove(const Sysroot& root, const MknodOptions& options, MknodOutcome& 
     if (!removed) {
         outcome.result.changes.push_back(
             {Change::Kind::Failed, "nvidia" + std::to_string(*minor), removed.error().message});
-        return;
+        return std::nullopt;
     }
     outcome.result = std::move(*removed);
+    if (outcome.result.failed()) {
+        return std::nullopt;
+    }
+    return minor;
 }
 
 } // namespace
@@ -116,8 +123,9 @@ MknodOutcome run_mknod(const MknodOptions& options) {
         lock = std::move(*locked);
     }
 
+    std::optional<unsigned> removed_minor;
     if (options.remove) {
-        run_remove(*root, options, outcome);
+        removed_minor = run_remove(*root, options, outcome);
     } else {
         AccountDb accounts = AccountDb::load(*root);
         outcome.plan = plan_nodes(outcome.machine, policy, accounts, options.request);
@@ -131,7 +139,7 @@ MknodOutcome run_mknod(const MknodOptions& options) {
         outcome.result = std::move(*result);
     }
     if (!options.dry_run) {
-        if (auto saved = save_gpu_records(*root, outcome.machine); !saved) {
+        if (auto saved = save_gpu_records(*root, outcome.machine, removed_minor); !saved) {
             outcome.plan.problems.push_back({Problem::Severity::Warning, saved.error().message});
         }
     }

@@ -221,6 +221,63 @@ TEST(RootReconcile, RemoveDeletesTheNodesOfAGpuThatWentAway) {
     expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660);
 }
 
+std::string read_records(const TempDir& dir) {
+    std::string text;
+    run_process({"/bin/cat", dir / "run/gpuinit/gpus"}, &text);
+    return text;
+}
+
+// The udev remove event can come after other runs (another GPU's add, a
+// boot-time run): the record of a GPU that went away must survive them, and
+// go only when --remove has removed its nodes.
+TEST(RootReconcile, RecordOfAGpuThatWentAwaySurvivesOtherRunsUntilRemoved) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(3);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    ASSERT_NE(read_records(dir).find("2 0000:37:00.0 "), std::string::npos) << read_records(dir);
+
+    ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:37:00.0"}), 0);
+    MknodOutcome between = apply(dir.path(), {PlanRequest::Scope::Device, "0"});
+    EXPECT_EQ(between.exit_code, kExitOk) << render_text(between, 1);
+    EXPECT_EQ(apply(dir.path()).exit_code, kExitOk);
+    std::string records = read_records(dir);
+    EXPECT_NE(records.find("0 0000:17:00.0 "), std::string::npos) << records;
+    EXPECT_NE(records.find("2 0000:37:00.0 "), std::string::npos) << records;
+
+    MknodOutcome removed = apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true);
+    EXPECT_EQ(removed.exit_code, kExitOk) << render_text(removed, 1);
+    EXPECT_EQ(removed.result.count(Change::Kind::Remove), 2u);
+    EXPECT_NE(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
+    records = read_records(dir);
+    EXPECT_EQ(records.find("0000:37:00.0"), std::string::npos) << records;
+    EXPECT_NE(records.find("1 0000:27:00.0 "), std::string::npos) << records;
+}
+
+// A record is stale once a present GPU holds its minor or its address.
+TEST(RootReconcile, RecordIsReplacedWhenAnotherGpuTakesItsMinor) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    // The GPU at 27:00.0 went away and one at 47:00.0 now has minor 1.
+    ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:27:00.0",
+                           dir / "sys/bus/pci/devices/0000:27:00.0"}),
+              0);
+    machine.pci.erase(machine.pci.begin() + 3);
+    testing::FakePciFunction moved;
+    moved.bdf = "0000:47:00.0";
+    moved.minor = 1;
+    machine.pci.push_back(moved);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    EXPECT_EQ(apply(dir.path()).exit_code, kExitOk);
+    std::string records = read_records(dir);
+    EXPECT_NE(records.find("1 0000:47:00.0 "), std::string::npos) << records;
+    EXPECT_EQ(records.find("0000:27:00.0"), std::string::npos) << records;
+}
+
 TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;

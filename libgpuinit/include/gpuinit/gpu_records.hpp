@@ -12,8 +12,13 @@
 
 namespace gpuinit {
 
-// Rewrites the record from the machine's current GPUs (atomic rename).
-Status save_gpu_records(const Sysroot& root, const Machine& machine);
+// Rewrites the record (atomic rename) with the machine's current GPUs plus
+// the earlier records of GPUs that are absent now, so a later
+// `--remove --device BDF` still finds them. An earlier record is dropped when
+// a present GPU holds its minor or its address, or when its minor is
+// `forget_minor` (the GPU whose nodes --remove just deleted).
+Status save_gpu_records(const Sysroot& root, const Machine& machine,
+                        std::optional<unsigned> forget_minor = std::nullopt);
 // The minor last recorded for `bdf` (canonical); nullopt when unknown.
 std::optional<unsigned> recorded_minor(const Sysroot& root, const std::string& bdf);
 
