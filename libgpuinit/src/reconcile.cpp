@@ -32,7 +32,10 @@ class DevDirs {
     DevDirs(const Sysroot& root, bool create) : root_(root), create_(create) {}
 
     // Splits "char/195:0" into the fd of dev/char and "195:0". In a dry run a
-    // missing directory gives fd -1: everything in it is absent.
+    // missing directory gives fd -1: everything in it is absent. A directory
+    // that cannot be opened is reported in full for the first name in it;
+    // the others get a short error that points there, not the same message
+    // again.
     Result<int> dir_for(const std::string& name, std::string* leaf) {
         size_t slash = name.rfind('/');
         std::string sub = slash == std::string::npos ? "" : name.substr(0, slash);
@@ -42,12 +45,18 @@ class DevDirs {
             return it->second.get();
         }
         std::string rel = sub.empty() ? "dev" : "dev/" + sub;
+        if (auto failed = failures_.find(sub); failed != failures_.end()) {
+            return Error{failed->second, root_.display("dev/" + name) +
+                                             " skipped: " + root_.display(rel) +
+                                             " could not be opened (its first error says why)"};
+        }
         auto fd = root_.open_dir_nofollow(rel, create_, 0755);
         if (!fd) {
             if (!create_ && fd.error().code == ENOENT) {
                 fds_.emplace(sub, UniqueFd());
                 return -1;
             }
+            failures_.emplace(sub, fd.error().code);
             return fd.error();
         }
         int raw = fd->get();
@@ -59,6 +68,7 @@ class DevDirs {
     const Sysroot& root_;
     bool create_;
     std::map<std::string, UniqueFd> fds_;
+    std::map<std::string, int> failures_; // errno of a directory already reported
 };
 
 Result<Observed> observe(int dirfd, const std::string& leaf, const std::string& shown) {

@@ -154,6 +154,35 @@ TEST(RootReconcile, SymlinkedDevDirectoryIsRefused) {
     EXPECT_NE(::access((elsewhere / "nvidia0").c_str(), F_OK), 0);
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+// One refused directory is one full error, not one per entry in it.
+TEST(RootReconcile, SymlinkedDevCharIsReportedOnce) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    TempDir elsewhere;
+    FakeMachine machine = workstation(3);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(::symlink(elsewhere.path().c_str(), (dir / "dev/char").c_str()), 0);
+    MknodOutcome outcome = apply(dir.path());
+    std::string text = render_text(outcome, 0);
+    EXPECT_EQ(outcome.exit_code, kExitPartial) << text;
+    EXPECT_EQ(outcome.result.count(Change::Kind::Failed), 6u) << text; // 3 GPUs + 3 control
+    EXPECT_EQ(count_of(text, "refusing to follow"), 1u) << text;
+    EXPECT_EQ(count_of(text, " skipped: " + dir / "dev/char" + " could not be opened"), 5u) << text;
+    std::string json = render_json(outcome);
+    EXPECT_EQ(count_of(json, "refusing to follow"), 1u) << json;
+    EXPECT_EQ(count_of(json, "\"action\":\"failed\""), 6u) << json;
+    expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660); // nodes proceed
+    EXPECT_NE(::access((elsewhere / "195:0").c_str(), F_OK), 0);
+}
+
 TEST(RootReconcile, MissingGroupGivesARootOnlyNodeAndTightensAnOpenOne) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;
