@@ -125,8 +125,9 @@ std::string temp_name(const std::string& leaf) {
 // chmod that refuses symlinks. fchmodat2 (Linux 6.6) does it in one call;
 // glibc 2.36 emulates AT_SYMLINK_NOFOLLOW through /proc, and in a rescue
 // shell without /proc that fails with EOPNOTSUPP even for a device node. Then
-// the name is checked again and chmodded directly: only root can swap it in
-// between, since the directory is root-owned.
+// the name is checked again and chmodded directly, following links: only
+// safe when nobody but root can swap the name in between, so the directory
+// itself must be root-owned and not writable by group or others.
 Status chmod_nofollow(int dirfd, const std::string& leaf, unsigned mode, const std::string& shown) {
     if (::syscall(kSysFchmodat2, dirfd, leaf.c_str(), mode, AT_SYMLINK_NOFOLLOW) == 0) {
         return {};
@@ -140,6 +141,21 @@ Status chmod_nofollow(int dirfd, const std::string& leaf, unsigned mode, const s
     }
     if (errno != EOPNOTSUPP) {
         return errno_error("cannot chmod " + shown);
+    }
+    std::string dir_shown = shown.substr(0, shown.rfind('/'));
+    struct stat dir_st {};
+    if (::fstat(dirfd, &dir_st) != 0) {
+        return errno_error("cannot stat " + dir_shown);
+    }
+    if (dir_st.st_uid != 0 || (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return Error{EPERM,
+                     format("refusing to chmod %s: without fchmodat2 (Linux 6.6) or /proc the"
+                            " only way follows symlinks, which is safe only in a root-owned"
+                            " directory that group and others cannot write, and %s is uid %u"
+                            " mode %s; mount /proc, or chown root and chmod go-w %s, and rerun",
+                            shown.c_str(), dir_shown.c_str(), dir_st.st_uid,
+                            format_mode(dir_st.st_mode & kPermissionBits).c_str(),
+                            dir_shown.c_str())};
     }
     struct stat st {};
     if (::fstatat(dirfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {

@@ -6,8 +6,15 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <cerrno>
+#include <cstddef>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -181,6 +188,75 @@ TEST(RootReconcile, SymlinkedDevCharIsReportedOnce) {
     EXPECT_EQ(count_of(json, "\"action\":\"failed\""), 6u) << json;
     expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660); // nodes proceed
     EXPECT_NE(::access((elsewhere / "195:0").c_str(), F_OK), 0);
+}
+
+// Runs gpu-mknod on `root` in a child where fchmodat2 fails with ENOSYS (as
+// before Linux 6.6) and /proc is an empty tmpfs (a rescue shell), so
+// chmod_nofollow takes its last fallback. Returns the exit code, or -1.
+int run_on_old_kernel_without_proc(const std::string& root, std::string* text) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return -1;
+    }
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::close(fds[0]);
+        if (::unshare(CLONE_NEWNS) != 0 ||
+            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("tmpfs", "/proc", "tmpfs", 0, nullptr) != 0) {
+            ::_exit(120);
+        }
+        struct sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 452 /* fchmodat2 */, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+            ::_exit(121);
+        }
+        MknodOutcome outcome = apply(root);
+        std::string report = render_text(outcome, 0);
+        ssize_t written = ::write(fds[1], report.data(), report.size());
+        ::_exit(written == static_cast<ssize_t>(report.size()) ? outcome.exit_code : 122);
+    }
+    ::close(fds[1]);
+    char buffer[4096];
+    ssize_t n = 0;
+    while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
+        text->append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
+// The last chmod fallback follows links; it must only run where nobody but
+// root can plant one.
+TEST(RootReconcile, FollowingChmodFallbackOnlyInARootOwnedUnwritableDir) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(1);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+
+    ASSERT_EQ(::chmod((dir / "dev").c_str(), 0777), 0);
+    std::string text;
+    int code = run_on_old_kernel_without_proc(dir.path(), &text);
+    ASSERT_LT(code, 120) << "could not set up the old-kernel child: " << code << "\n" << text;
+    EXPECT_EQ(code, kExitNothingDone) << text;
+    EXPECT_NE(text.find("refusing to chmod " + dir / "dev/nvidia0"), std::string::npos) << text;
+    EXPECT_NE(text.find("chmod go-w " + dir / "dev"), std::string::npos) << text;
+    EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0); // no half-made node
+
+    ASSERT_EQ(::chmod((dir / "dev").c_str(), 0755), 0);
+    text.clear();
+    EXPECT_EQ(run_on_old_kernel_without_proc(dir.path(), &text), kExitOk) << text;
+    expect_node(dir / "dev/nvidia0", 195, 0, machine.gid_of("nvidia0"), 0660);
 }
 
 TEST(RootReconcile, MissingGroupGivesARootOnlyNodeAndTightensAnOpenOne) {
