@@ -28,3 +28,14 @@ cat /proc/driver/nvidia/version
 grep -q '^NVRM version: NVIDIA UNIX x86_64 Kernel Module  535\.129\.03  [A-Z][a-z][a-z] ' \
   /proc/driver/nvidia/version || fail "the version file's NVRM line"
 grep -q '^GCC version:  gcc version [0-9]' /proc/driver/nvidia/version || fail "the GCC line"
+# Reloaded with the driver's defaults for the device files (nvidia-modprobe
+# resets every node; 0666 opens them to everyone), --check must refuse.
+rmmod nvidia_uvm
+rmmod nvidia
+gpu-modload nvidia NVreg_ModifyDeviceFiles=1 NVreg_DeviceFileMode=0666
+status=0
+gpu-modload --check 2>/tmp/check.err || status=$?
+cat /tmp/check.err
+[ "$status" = 7 ] || fail "--check exited $status on ModifyDeviceFiles=1 and mode 0666, want 7"
+grep -q "ModifyDeviceFiles is 1" /tmp/check.err || fail "--check did not explain ModifyDeviceFiles"
+grep -q "NVreg_DeviceFileMode=0666 lets every user" /tmp/check.err || fail "--check did not flag 0666"
