@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <gtest/gtest.h>
+#include <optional>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -146,6 +147,55 @@ TEST(Parity, MinorsOutOfPciOrder) {
     // And the second GPU in PCI order (minor 0) belongs to nvidia1, not nvidia0.
     EXPECT_EQ(node_at(fixture / "dev/nvidia0").gid, machine.gid_of("nvidia1"));
     EXPECT_EQ(node_at(work / "dev/nvidia0").gid, machine.gid_of("nvidia0"));
+}
+
+// No policy file: both use the classic scheme, so any difference is the
+// script's counting. The second GPU in PCI order is bound to vfio-pci (passed
+// through to a VM): the driver numbers the three it has 0..2 and lists no
+// minor 3, but the script counts four GPUs and makes /dev/nvidia3, a node for
+// a minor the driver does not have. (Without a policy the group follows the
+// minor, so the three real nodes agree; MinorsOutOfPciOrder covers groups.)
+TEST(Parity, AGpuBoundToVfioInTheMiddleOfThePciListing) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_UNSHARE();
+    TempDir fixture;
+    TempDir work;
+    FakeMachine machine = workstation(4);
+    unsigned minor = 0;
+    for (FakePciFunction& f : machine.pci) {
+        if (f.minor) {
+            f.minor = f.bdf == "0000:27:00.0" ? std::nullopt : std::optional<unsigned>(minor++);
+        }
+    }
+    ASSERT_EQ(minor, 3u);
+    ASSERT_TRUE(write_fixture(machine, fixture.path()));
+    ASSERT_FALSE(machine.policy.has_value());
+    ASSERT_NO_FATAL_FAILURE(run_both(fixture, work));
+
+    // The script: four nodes, the last one for a minor the driver lacks.
+    Node extra = node_at(work / "dev/nvidia3");
+    ASSERT_TRUE(extra.exists);
+    EXPECT_EQ(extra.rdev, makedev(195, 3));
+    EXPECT_EQ(extra.gid, machine.gid_of("nvidia3"));
+    // gpu-mknod: exactly the driver's three minors, and the vfio GPU reported.
+    EXPECT_FALSE(node_at(fixture / "dev/nvidia3").exists);
+    for (unsigned i = 0; i < 3; ++i) {
+        Node ours = node_at(fixture / ("dev/nvidia" + std::to_string(i)));
+        ASSERT_TRUE(ours.exists) << i;
+        EXPECT_EQ(ours.rdev, makedev(195, i));
+        EXPECT_EQ(ours.gid, machine.gid_of("nvidia" + std::to_string(i)));
+        EXPECT_EQ(ours.mode, 0660u);
+    }
+    MknodOptions options;
+    options.root = fixture.path();
+    options.dry_run = true;
+    MknodOutcome outcome = run_mknod(options);
+    ASSERT_EQ(outcome.machine.unusable.size(), 1u);
+    EXPECT_EQ(outcome.machine.unusable[0].bdf, "0000:27:00.0");
+    EXPECT_NE(
+        render_text(outcome, 0).find("GPU 0000:27:00.0 gets no node: not bound to the nvidia"),
+        std::string::npos)
+        << render_text(outcome, 0);
 }
 
 TEST(Parity, A0380GpuIsNotCountedByTheScript) {
