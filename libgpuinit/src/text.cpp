@@ -110,21 +110,23 @@ std::string format_mode(unsigned mode) {
 }
 
 std::string format(const char* fmt, ...) {
+    // Most messages fit; only a longer one is formatted a second time.
+    char small[256];
     va_list args;
     va_start(args, fmt);
-    va_list copy;
-    va_copy(copy, args);
-    int size = std::vsnprintf(nullptr, 0, fmt, copy);
-    va_end(copy);
-    std::string out;
-    if (size > 0) {
-        out.resize(static_cast<size_t>(size) + 1);
-        // clang-analyzer 14 loses track of va_start once va_copy is used.
-        // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-        std::vsnprintf(out.data(), out.size(), fmt, args);
-        out.resize(static_cast<size_t>(size));
-    }
+    int size = std::vsnprintf(small, sizeof small, fmt, args);
     va_end(args);
+    if (size < 0) {
+        return {};
+    }
+    if (static_cast<size_t>(size) < sizeof small) {
+        return std::string(small, static_cast<size_t>(size));
+    }
+    std::string out(static_cast<size_t>(size) + 1, '\0');
+    va_start(args, fmt);
+    std::vsnprintf(out.data(), out.size(), fmt, args);
+    va_end(args);
+    out.resize(static_cast<size_t>(size));
     return out;
 }
 

@@ -29,6 +29,17 @@ TEST(Text, PciAddressesNormalize) {
     EXPECT_FALSE(normalize_bdf("../../etc"));
 }
 
+TEST(Text, FormatShortAndLongerThanItsBuffer) {
+    EXPECT_EQ(format("c %u:%u %s", 195u, 255u, "root"), "c 195:255 root");
+    EXPECT_EQ(format("%s", ""), "");
+    std::string path(300, 'x');
+    std::string formatted = format("cannot stat %s: %s", path.c_str(), "No such file");
+    EXPECT_EQ(formatted, "cannot stat " + path + ": No such file");
+    std::string exact(255, 'y'); // fills the first buffer but its terminator
+    EXPECT_EQ(format("%s", exact.c_str()), exact);
+    EXPECT_EQ(format("%s", (exact + "z").c_str()), exact + "z");
+}
+
 TEST(Text, JsonEscapes) {
     JsonWriter json;
     json.begin_object().key("a\"b").value("x\ny\x01").key("n").value(3u).end_object();
