@@ -164,6 +164,15 @@ std::string check_dev(const std::string& dev, const FakeMachine& machine, unsign
     return {};
 }
 
+// Writes the fixture machine into a fresh root; false (reported) if it fails.
+bool write_root(const FakeMachine& machine, const TempDir& root, const RunLabel& label) {
+    if (auto written = gpuinit::testing::write_fixture(machine, root.path()); !written) {
+        fail(label, "had no fixture: " + written.error().message);
+        return false;
+    }
+    return true;
+}
+
 struct Medians {
     std::vector<double> tools_ms; // one per tool, in argument order
     double classic_ms = 0;
@@ -186,8 +195,7 @@ std::optional<Medians> measure(const std::vector<std::string>& tools, const std:
         for (size_t t = 0; t < tools.size(); ++t) {
             const RunLabel label{tools[t], gpus, run};
             TempDir root;
-            if (auto written = gpuinit::testing::write_fixture(machine, root.path()); !written) {
-                fail(label, "had no fixture: " + written.error().message);
+            if (!write_root(machine, root, label)) {
                 return std::nullopt;
             }
             auto ms = timed_run({tools[t], "--root", root.path(), "-q"}, label);
@@ -204,8 +212,7 @@ std::optional<Medians> measure(const std::vector<std::string>& tools, const std:
         {
             const RunLabel label{classic_what, gpus, run};
             TempDir root;
-            if (auto written = gpuinit::testing::write_fixture(machine, root.path()); !written) {
-                fail(label, "had no fixture: " + written.error().message);
+            if (!write_root(machine, root, label)) {
                 return std::nullopt;
             }
             // Declared after `root`, so undone before it is removed.
