@@ -11,7 +11,7 @@
 // runs unmodified, with that copy's /dev, PCI devices, /proc/devices and
 // /etc/group bind-mounted over the real ones.
 #include "classic_script.hpp"
-#include "gpuinit/text.hpp"
+#include "gpuinit/base/text.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"

@@ -1,9 +1,9 @@
 // gpu-mknod: create or repair the NVIDIA device nodes with per-GPU owners,
 // groups and modes. See gpu-mknod(8).
-#include "gpuinit/mknod.hpp"
-#include "gpuinit/pci.hpp"
-#include "gpuinit/procfs.hpp"
-#include "gpuinit/text.hpp"
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/host/pci.hpp"
+#include "gpuinit/host/procfs.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,9 +1,9 @@
 // gpu-modload: load the NVIDIA modules through libkmod with their NVreg
 // options, or --check what the loaded driver uses. See gpu-modload(8).
-#include "gpuinit/driver_check.hpp"
-#include "gpuinit/json.hpp"
-#include "gpuinit/modules.hpp"
-#include "gpuinit/text.hpp"
+#include "gpuinit/base/json.hpp"
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/modules/driver_check.hpp"
+#include "gpuinit/modules/modules.hpp"
 
 #include <algorithm>
 #include <cstdio>

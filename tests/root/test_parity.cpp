@@ -4,7 +4,7 @@
 // /etc/group, and a temporary directory over /dev. Where the script is right
 // the nodes are identical; where it is wrong, gpu-mknod is right.
 #include "classic_script.hpp"
-#include "gpuinit/mknod.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"

@@ -1,4 +1,4 @@
-#include "gpuinit/privileges.hpp"
+#include "gpuinit/host/privileges.hpp"
 #include "root_helpers.hpp"
 
 #include <cstdio>

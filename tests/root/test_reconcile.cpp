@@ -1,7 +1,7 @@
 // Real mknod/chown into temporary roots: type, rdev, owner, group and mode,
 // idempotence, repair, and the hostile-/dev cases.
-#include "gpuinit/mknod.hpp"
-#include "gpuinit/privileges.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/host/privileges.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"

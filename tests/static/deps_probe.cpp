@@ -3,7 +3,7 @@
 // static link flags. That it builds at all proves the archives link with no
 // NSS warning before any tool uses them; static.deps-probe then runs it.
 // Exit status: 0 fine, 1 a library failed, 77 the root part was skipped.
-#include "gpuinit/privileges.hpp"
+#include "gpuinit/host/privileges.hpp"
 
 #include <cap-ng.h>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "gpuinit/accounts.hpp"
+#include "gpuinit/host/accounts.hpp"
 
 #include <gtest/gtest.h>
 

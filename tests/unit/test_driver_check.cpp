@@ -1,4 +1,4 @@
-#include "gpuinit/driver_check.hpp"
+#include "gpuinit/modules/driver_check.hpp"
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 

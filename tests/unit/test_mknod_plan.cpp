@@ -1,6 +1,6 @@
 // gpu-mknod's planning on generated fixture roots. These run as any user:
 // a dry run only inspects the tree.
-#include "gpuinit/mknod.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"

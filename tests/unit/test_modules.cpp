@@ -1,6 +1,6 @@
 // Module planning on fixture module trees indexed by the real depmod, and
 // failure injection through the loader interface. No kernel is touched.
-#include "gpuinit/modules.hpp"
+#include "gpuinit/modules/modules.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 

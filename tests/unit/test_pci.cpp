@@ -1,4 +1,4 @@
-#include "gpuinit/pci.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 

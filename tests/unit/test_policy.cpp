@@ -1,4 +1,4 @@
-#include "gpuinit/policy.hpp"
+#include "gpuinit/host/policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "gpuinit/procfs.hpp"
-#include "gpuinit/sysroot.hpp"
+#include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/host/procfs.hpp"
 #include "temp_dir.hpp"
 
 #include <cerrno>

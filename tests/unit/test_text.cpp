@@ -1,6 +1,6 @@
-#include "gpuinit/json.hpp"
-#include "gpuinit/pci.hpp"
-#include "gpuinit/text.hpp"
+#include "gpuinit/base/json.hpp"
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/host/pci.hpp"
 
 #include <gtest/gtest.h>
 
