@@ -1,15 +1,18 @@
 // gpu-modload: load the NVIDIA modules through libkmod with their NVreg
 // options, or --check what the loaded driver uses. See gpu-modload(8).
-#include "gpuinit/base/json.hpp"
-#include "gpuinit/base/text.hpp"
-#include "gpuinit/modules/driver_check.hpp"
-#include "gpuinit/modules/modules.hpp"
+#include "common/cli.hpp"
+#include "common/command.hpp"
+#include "common/exit_codes.hpp"
+#include "gpuinit/host/driver_params.hpp"
+#include "gpuinit/modules/executor.hpp"
+#include "gpuinit/modules/failures.hpp"
+#include "render/modload_report.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <getopt.h>
-#include <string>
+#include <optional>
+
+namespace gpuinit::tools {
 
 namespace {
 
@@ -19,7 +22,10 @@ constexpr const char* kUsage =
     "modprobe.d, the kernel command line and this command line (last wins).\n"
     "Without MODULE: nvidia, then nvidia_uvm.\n"
     "\n"
-    "  -r, --root DIR       use DIR's lib/modules, modprobe.d and /sys (default /)\n"
+    "  -r, --root DIR       use DIR's lib/modules, modprobe.d and /sys (default /);\n"
+    "                       with a DIR, only --dry-run and --check, unless --live\n"
+    "      --live           with --root DIR: load DIR's modules into the running\n"
+    "                       kernel (judging what is loaded from the live /sys)\n"
     "  -k, --release REL    kernel release (default: the running kernel)\n"
     "  -m, --modeset        also load nvidia_modeset and nvidia_drm\n"
     "  -n, --dry-run        print what would be inserted, in order, with options\n"
@@ -34,165 +40,52 @@ constexpr const char* kUsage =
     "\n"
     "Exit status: 0 ok; 1 usage; 2 module not found; 3 insert failed (unknown\n"
     "symbol, bad parameter, vermagic); 4 signature rejected; 5 permission denied;\n"
-    "6 blacklisted; 7 --check found a dangerous setting; 8 other error;\n"
-    "9 --check: driver not loaded.\n";
+    "6 blacklisted; 7 --check found a dangerous setting; 8 other error (and\n"
+    "--check unable to read what it judges); 9 --check: driver not loaded.\n";
 
-int usage_error(const char* message) {
-    std::fprintf(stderr, "gpu-modload: %s\nTry 'gpu-modload --help'.\n", message);
-    return gpuinit::kModloadUsage;
-}
-
-const char* step_verb(gpuinit::ModuleStep::Kind kind, bool dry_run) {
-    switch (kind) {
-    case gpuinit::ModuleStep::Kind::Insert:
-        return dry_run ? "insmod" : "loaded";
-    case gpuinit::ModuleStep::Kind::AlreadyLoaded:
-        return "already-loaded";
-    case gpuinit::ModuleStep::Kind::Builtin:
-        return "builtin";
-    case gpuinit::ModuleStep::Kind::RunInstall:
-        return dry_run ? "install" : "installed";
-    }
-    return "?";
-}
-
-void print_steps(const std::vector<gpuinit::ModuleStep>& steps, bool dry_run, int verbosity) {
-    if (verbosity < 0) {
-        return;
-    }
-    for (const gpuinit::ModuleStep& step : steps) {
-        std::string detail;
-        if (step.kind == gpuinit::ModuleStep::Kind::RunInstall) {
-            detail = step.command;
-        } else if (step.kind == gpuinit::ModuleStep::Kind::Insert) {
-            detail = step.path + (step.options.empty() ? "" : " " + step.options);
-        } else {
-            detail = "left alone";
-        }
-        std::printf("%-15s %-16s %s\n", step_verb(step.kind, dry_run), step.name.c_str(),
-                    detail.c_str());
+void print(const Rendered& rendered, const std::string& json, bool as_json) {
+    if (as_json) {
+        std::string text = json + "\n";
+        std::fwrite(text.data(), 1, text.size(), stdout);
+    } else {
+        emit(rendered);
     }
 }
 
-std::string steps_json(const std::vector<gpuinit::ModuleStep>& steps, bool dry_run, int exit_code,
-                       const std::string& error) {
-    gpuinit::JsonWriter json;
-    json.begin_object().key("dry_run").value(dry_run).key("exit_code").value(exit_code);
-    if (!error.empty()) {
-        json.key("error").value(error);
-    }
-    json.key("steps").begin_array();
-    for (const gpuinit::ModuleStep& step : steps) {
-        json.begin_object();
-        json.key("action").value(step_verb(step.kind, true));
-        json.key("module").value(step.name);
-        json.key("path").value(step.path);
-        json.key("options").value(step.options);
-        json.key("command").value(step.command);
-        json.end_object();
-    }
-    json.end_array().end_object();
-    return json.str() + "\n";
-}
-
-int run_check(const gpuinit::Sysroot& root, bool json_output, int verbosity) {
-    auto check = gpuinit::check_driver(root);
+int run_check(const Sysroot& root, const CommonOptions& common) {
+    CheckReport report;
+    report.params_path = root.display(kDriverParamsPath);
+    auto check = check_driver(root, report.diagnostics);
     if (!check) {
-        std::fprintf(stderr, "gpu-modload: error: %s\n", check.error().message.c_str());
-        return gpuinit::kModloadOtherError;
+        report.diagnostics.add(check.error());
+        report.exit_code = kModloadOtherError;
+    } else {
+        report.check = *check;
+        report.exit_code = !check->driver_loaded             ? kModloadDriverNotLoaded
+                           : report.diagnostics.has_errors() ? kModloadCheckFailed
+                                                             : kModloadOk;
     }
-    int code = !check->driver_loaded    ? gpuinit::kModloadDriverNotLoaded
-               : check->dangers.empty() ? gpuinit::kModloadOk
-                                        : gpuinit::kModloadCheckFailed;
-    if (json_output) {
-        gpuinit::JsonWriter json;
-        json.begin_object().key("driver_loaded").value(check->driver_loaded);
-        json.key("exit_code").value(code);
-        if (check->driver_loaded) {
-            json.key("DeviceFileUID").value(check->uid).key("DeviceFileGID").value(check->gid);
-            json.key("DeviceFileMode")
-                .value(gpuinit::format_mode(static_cast<unsigned>(check->mode)));
-            json.key("ModifyDeviceFiles").value(check->modify_device_files);
-            json.key("policy").value(check->policy_source);
-            json.key("not_in_params").begin_array();
-            for (const std::string& name : check->not_in_params) {
-                json.value(name);
-            }
-            json.end_array();
-        }
-        json.key("dangers").begin_array();
-        for (const std::string& danger : check->dangers) {
-            json.value(danger);
-        }
-        json.end_array().end_object();
-        std::printf("%s\n", json.str().c_str());
-        return code;
-    }
-    if (!check->driver_loaded) {
-        std::fprintf(stderr, "gpu-modload: the nvidia driver is not loaded (no %s)\n",
-                     root.display("proc/driver/nvidia/params").c_str());
-        return code;
-    }
-    if (verbosity >= 0) {
-        auto origin = [&](const char* name) {
-            const auto& missing = check->not_in_params;
-            return std::find(missing.begin(), missing.end(), name) == missing.end()
-                       ? ""
-                       : "  (not in params: the driver's default)";
-        };
-        std::printf("DeviceFileUID      %llu%s\n", static_cast<unsigned long long>(check->uid),
-                    origin("DeviceFileUID"));
-        std::printf("DeviceFileGID      %llu%s\n", static_cast<unsigned long long>(check->gid),
-                    origin("DeviceFileGID"));
-        std::printf("DeviceFileMode     %s (%llu)%s\n",
-                    gpuinit::format_mode(static_cast<unsigned>(check->mode)).c_str(),
-                    static_cast<unsigned long long>(check->mode), origin("DeviceFileMode"));
-        std::printf("ModifyDeviceFiles  %llu%s\n",
-                    static_cast<unsigned long long>(check->modify_device_files),
-                    origin("ModifyDeviceFiles"));
-        std::printf("policy             %s\n", check->policy_source.c_str());
-    }
-    for (const std::string& danger : check->dangers) {
-        std::fprintf(stderr, "gpu-modload: DANGER: %s\n", danger.c_str());
-    }
-    if (code == gpuinit::kModloadOk && verbosity >= 0) {
-        std::puts("gpu-modload: the driver's parameters cannot undo or widen the policy");
-    }
-    return code;
+    print(render_check_text(report, common.verbosity), render_check_json(report), common.json);
+    return report.exit_code;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-    enum { kOptRunInstall = 256 };
-    static const struct option kOptions[] = {
-        {"root", required_argument, nullptr, 'r'},
-        {"release", required_argument, nullptr, 'k'},
-        {"modeset", no_argument, nullptr, 'm'},
-        {"dry-run", no_argument, nullptr, 'n'},
-        {"force", no_argument, nullptr, 'f'},
-        {"run-install", no_argument, nullptr, kOptRunInstall},
-        {"check", no_argument, nullptr, 'c'},
-        {"json", no_argument, nullptr, 'j'},
-        {"verbose", no_argument, nullptr, 'v'},
-        {"quiet", no_argument, nullptr, 'q'},
-        {"help", no_argument, nullptr, 'h'},
-        {"version", no_argument, nullptr, 'V'},
-        {nullptr, 0, nullptr, 0},
-    };
-    std::string root_dir = "/";
-    gpuinit::ModloadOptions options;
+int run(int argc, char** argv) {
+    enum { kOptRunInstall = 256, kOptLive };
+    Cli cli("gpu-modload", kUsage, kModloadUsage);
+    cli.add_options("+k:mnfc", {{"release", required_argument, nullptr, 'k'},
+                                {"modeset", no_argument, nullptr, 'm'},
+                                {"dry-run", no_argument, nullptr, 'n'},
+                                {"force", no_argument, nullptr, 'f'},
+                                {"run-install", no_argument, nullptr, kOptRunInstall},
+                                {"live", no_argument, nullptr, kOptLive},
+                                {"check", no_argument, nullptr, 'c'}});
+    ModloadOptions options;
     bool modeset = false;
     bool dry_run = false;
     bool check = false;
-    bool json_output = false;
-    int verbosity = 0;
-    int opt = 0;
-    while ((opt = getopt_long(argc, argv, "+r:k:mnfcjvqhV", kOptions, nullptr)) != -1) {
+    bool live = false;
+    for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
         switch (opt) {
-        case 'r':
-            root_dir = optarg;
-            break;
         case 'k':
             options.release = optarg;
             break;
@@ -208,83 +101,105 @@ int main(int argc, char** argv) {
         case kOptRunInstall:
             options.run_install = true;
             break;
+        case kOptLive:
+            live = true;
+            break;
         case 'c':
             check = true;
             break;
-        case 'j':
-            json_output = true;
-            break;
-        case 'v':
-            verbosity = 1;
-            break;
-        case 'q':
-            verbosity = -1;
-            break;
-        case 'h':
-            std::fputs(kUsage, stdout);
-            return gpuinit::kModloadOk;
-        case 'V':
-            std::puts("gpu-modload " GPUINIT_VERSION);
-            return gpuinit::kModloadOk;
         default:
-            return usage_error("unknown option");
+            return cli.usage_error("unknown option");
         }
+    }
+    if (cli.must_exit()) {
+        return cli.exit_code();
     }
     for (int i = optind; i < argc; ++i) {
         if (argv[i][0] == '-') {
             // Options go before the first MODULE: this word would otherwise
             // become a module name or, with '=', a module parameter.
-            return usage_error("options must come before the first MODULE");
+            return cli.usage_error("options must come before the first MODULE");
         }
         if (std::strchr(argv[i], '=') != nullptr) {
             if (options.modules.empty()) {
-                return usage_error("a PARAM=VALUE must follow a MODULE");
+                return cli.usage_error("a PARAM=VALUE must follow a MODULE");
             }
             options.modules.back().options.emplace_back(argv[i]);
         } else {
             options.modules.push_back({argv[i], {}});
         }
     }
-    auto root = gpuinit::Sysroot::open(root_dir);
+    auto root = Sysroot::open(cli.common.root);
     if (!root) {
-        std::fprintf(stderr, "gpu-modload: error: %s\n", root.error().message.c_str());
-        return gpuinit::kModloadUsage;
+        return cli.usage_error(root.error().message);
     }
     if (check) {
         if (!options.modules.empty()) {
-            return usage_error("--check takes no modules");
+            return cli.usage_error("--check takes no modules");
         }
-        return run_check(*root, json_output, verbosity);
+        return run_check(*root, cli.common);
+    }
+    // --root DIR plans DIR's modules; putting them into the running kernel
+    // (and running DIR's install commands with this machine's shell) must
+    // be asked for.
+    if (!root->is_host() && !dry_run && !live) {
+        return cli.usage_error("--root " + cli.common.root +
+                               " does not load into the running kernel: add --dry-run to see the"
+                               " plan, or --live to load that tree's modules into this kernel");
+    }
+    if (live && root->is_host()) {
+        return cli.usage_error("--live is for --root DIR; without it gpu-modload loads anyway");
     }
     if (options.modules.empty()) {
-        options.modules = {{"nvidia", {}}, {"nvidia_uvm", {}}};
-    }
-    if (modeset) {
-        options.modules.push_back({"nvidia_modeset", {}});
-        options.modules.push_back({"nvidia_drm", {}});
-    }
-
-    gpuinit::KernelLoader loader(*root);
-    gpuinit::ModloadFailure failure;
-    auto plan = gpuinit::plan_modules(*root, options, loader, &failure);
-    if (plan && verbosity > 0 && !json_output) {
-        std::printf("gpu-modload: module index %s\n", plan->modules_dir.c_str());
-    }
-    std::vector<gpuinit::ModuleStep> steps;
-    if (plan && !dry_run) {
-        gpuinit::ModloadReport report = gpuinit::execute_plan(*plan, loader);
-        steps = std::move(report.done);
-        failure = std::move(report.failure);
-    } else if (plan) {
-        steps = plan->steps;
-    }
-    if (json_output) {
-        std::fputs(steps_json(steps, dry_run, failure.exit_code, failure.message).c_str(), stdout);
-    } else {
-        print_steps(steps, dry_run, verbosity);
-        if (failure.exit_code != gpuinit::kModloadOk) {
-            std::fprintf(stderr, "gpu-modload: error: %s\n", failure.message.c_str());
+        for (const char* name : kDefaultModules) {
+            options.modules.push_back({name, {}});
         }
     }
-    return failure.exit_code;
+    if (modeset) {
+        for (const char* name : kModesetModules) {
+            options.modules.push_back({name, {}});
+        }
+    }
+
+    // What is loaded is judged where the modules go: the running kernel's
+    // /sys (the host's), or, for a dry run of another root, that root's.
+    std::optional<Sysroot> host;
+    if (live) {
+        auto opened = Sysroot::open("/");
+        if (!opened) {
+            return cli.usage_error(opened.error().message);
+        }
+        host = std::move(*opened);
+    }
+    KernelLoader loader(host ? *host : *root);
+    StepsReport report;
+    report.dry_run = dry_run;
+    auto plan = plan_modules(*root, options, loader, report.diagnostics);
+    if (!plan) {
+        report.diagnostics.add(plan.error());
+        report.exit_code = modload_exit_for(plan.error());
+    } else {
+        report.modules_dir = plan->modules_dir;
+        if (dry_run) {
+            report.steps = plan->steps;
+        } else {
+            ModloadReport done = execute_plan(*plan, loader);
+            report.steps = std::move(done.done);
+            if (done.failure) {
+                report.exit_code = modload_exit_for(*done.failure);
+                report.diagnostics.add(std::move(*done.failure));
+            }
+        }
+    }
+    print(render_steps_text(report, cli.common.verbosity), render_steps_json(report),
+          cli.common.json);
+    return report.exit_code;
 }
+
+} // namespace
+
+const Command kModloadCommand = {"modload", "gpu-modload", run,
+                                 "load the NVIDIA modules with their NVreg options; --check them",
+                                 kModloadOtherError};
+
+} // namespace gpuinit::tools

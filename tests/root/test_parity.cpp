@@ -6,6 +6,7 @@
 #include "classic_script.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
 #include "machine_fixture.hpp"
+#include "outcome_text.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
@@ -72,10 +73,8 @@ bool run_classic_script(const TempDir& fixture, const TempDir& work, std::string
 void run_both(const TempDir& fixture, const TempDir& work) {
     std::string log;
     ASSERT_TRUE(run_classic_script(fixture, work, &log)) << log;
-    MknodOptions options;
-    options.root = fixture.path();
-    MknodOutcome outcome = run_mknod(options);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    MknodOutcome outcome = run_mknod(*Sysroot::open(fixture.path()), MknodOptions{});
+    ASSERT_EQ(outcome.status, MknodStatus::Done) << testing::outcome_text(outcome, 1);
 }
 
 } // namespace
@@ -187,15 +186,14 @@ TEST(Parity, AGpuBoundToVfioInTheMiddleOfThePciListing) {
         EXPECT_EQ(ours.mode, 0660u);
     }
     MknodOptions options;
-    options.root = fixture.path();
     options.dry_run = true;
-    MknodOutcome outcome = run_mknod(options);
+    MknodOutcome outcome = run_mknod(*Sysroot::open(fixture.path()), options);
     ASSERT_EQ(outcome.machine.unusable.size(), 1u);
     EXPECT_EQ(outcome.machine.unusable[0].bdf, "0000:27:00.0");
-    EXPECT_NE(
-        render_text(outcome, 0).find("GPU 0000:27:00.0 gets no node: not bound to the nvidia"),
-        std::string::npos)
-        << render_text(outcome, 0);
+    EXPECT_NE(testing::outcome_text(outcome, 0)
+                  .find("GPU 0000:27:00.0 gets no node: not bound to the nvidia"),
+              std::string::npos)
+        << testing::outcome_text(outcome, 0);
 }
 
 TEST(Parity, A0380GpuIsNotCountedByTheScript) {

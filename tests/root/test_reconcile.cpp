@@ -1,14 +1,18 @@
 // Real mknod/chown into temporary roots: type, rdev, owner, group and mode,
 // idempotence, repair, and the hostile-/dev cases.
 #include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/fs/safe_fs.hpp"
 #include "gpuinit/host/privileges.hpp"
+#include "json_check.hpp"
 #include "machine_fixture.hpp"
+#include "outcome_text.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <cerrno>
 #include <cstddef>
 #include <fcntl.h>
+#include <functional>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -25,6 +29,8 @@ namespace gpuinit {
 
 using testing::FakeMachine;
 using testing::lstat_or_die;
+using testing::outcome_json;
+using testing::outcome_text;
 using testing::run_process;
 using testing::TempDir;
 using testing::workstation;
@@ -35,10 +41,28 @@ namespace {
 MknodOutcome apply(const std::string& root, PlanRequest request = PlanRequest(),
                    bool remove = false) {
     MknodOptions options;
-    options.root = root;
     options.request = std::move(request);
     options.remove = remove;
-    return run_mknod(options);
+    auto sysroot = Sysroot::open(root);
+    if (!sysroot) {
+        ADD_FAILURE() << sysroot.error().text();
+        return {};
+    }
+    return run_mknod(*sysroot, options);
+}
+
+PlanRequest device(const std::string& text) {
+    return {PlanRequest::Scope::Device, *GpuSelector::parse(text)};
+}
+
+// Changes of `kind` to nodes and links (not directories or leftovers).
+size_t count_entries(const MknodOutcome& outcome, Change::Kind kind) {
+    size_t n = 0;
+    for (const Change& change : outcome.result.changes) {
+        n += change.kind == kind &&
+             (change.target == Change::Target::Node || change.target == Change::Target::Link);
+    }
+    return n;
 }
 
 void expect_node(const std::string& path, unsigned major_number, unsigned minor_number, gid_t gid,
@@ -77,15 +101,15 @@ TEST(RootReconcile, CreatesEveryNodeAndASecondRunChangesNothing) {
     FakeMachine machine = workstation(4);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     MknodOutcome first = apply(dir.path());
-    ASSERT_EQ(first.exit_code, kExitOk) << render_text(first, 1);
-    EXPECT_EQ(first.result.count(Change::Kind::Create), 14u);
+    ASSERT_EQ(first.status, MknodStatus::Done) << outcome_text(first, 1);
+    EXPECT_EQ(count_entries(first, Change::Kind::Create), 14u);
     expect_machine_state(dir, machine, 4);
 
     MknodOutcome second = apply(dir.path());
-    EXPECT_EQ(second.exit_code, kExitOk);
+    EXPECT_EQ(second.status, MknodStatus::Done);
     EXPECT_EQ(second.result.count(Change::Kind::Unchanged), second.result.changes.size());
-    EXPECT_NE(render_text(second, 0).find("nothing to do"), std::string::npos)
-        << render_text(second, 0);
+    EXPECT_NE(outcome_text(second, 0).find("nothing to do"), std::string::npos)
+        << outcome_text(second, 0);
 }
 
 TEST(RootReconcile, RepairsModeAndGroupInPlace) {
@@ -93,14 +117,14 @@ TEST(RootReconcile, RepairsModeAndGroupInPlace) {
     TempDir dir;
     FakeMachine machine = workstation(3);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
     std::string node = dir / "dev/nvidia1";
     ASSERT_EQ(::chmod(node.c_str(), 0666), 0);
     ASSERT_EQ(::chown(node.c_str(), 0, machine.gid_of("nvidia2")), 0);
     ino_t inode = lstat_or_die(node).st_ino;
 
     MknodOutcome repair = apply(dir.path());
-    EXPECT_EQ(repair.exit_code, kExitOk);
+    EXPECT_EQ(repair.status, MknodStatus::Done);
     EXPECT_EQ(repair.result.count(Change::Kind::Repair), 1u);
     expect_node(node, 195, 1, machine.gid_of("nvidia1"), 0660);
     // In place: a container that bind-mounted the node sees the fix.
@@ -117,7 +141,7 @@ TEST(RootReconcile, ReplacesWrongRdevAndWrongType) {
     ASSERT_GE(fd, 0);
     ::close(fd);
     MknodOutcome outcome = apply(dir.path());
-    EXPECT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    EXPECT_EQ(outcome.status, MknodStatus::Done) << outcome_text(outcome, 1);
     EXPECT_EQ(outcome.result.count(Change::Kind::Replace), 2u);
     expect_machine_state(dir, machine, 3);
 }
@@ -139,7 +163,7 @@ TEST(RootReconcile, SymlinkPlantedAtANodeIsNotFollowed) {
     ASSERT_EQ(::symlink(victim.c_str(), (dir / "dev/char/195:1").c_str()), 0);
 
     MknodOutcome outcome = apply(dir.path());
-    EXPECT_EQ(outcome.exit_code, kExitOk) << render_text(outcome, 1);
+    EXPECT_EQ(outcome.status, MknodStatus::Done) << outcome_text(outcome, 1);
     struct stat st = lstat_or_die(victim);
     EXPECT_TRUE(S_ISREG(st.st_mode));
     EXPECT_EQ(st.st_gid, 42u);
@@ -155,9 +179,9 @@ TEST(RootReconcile, SymlinkedDevDirectoryIsRefused) {
     ASSERT_EQ(::rmdir((dir / "dev").c_str()), 0);
     ASSERT_EQ(::symlink(elsewhere.path().c_str(), (dir / "dev").c_str()), 0);
     MknodOutcome outcome = apply(dir.path());
-    EXPECT_EQ(outcome.exit_code, kExitNothingDone) << render_text(outcome, 1);
-    EXPECT_NE(render_text(outcome, 0).find("refusing to follow"), std::string::npos)
-        << render_text(outcome, 0);
+    EXPECT_EQ(outcome.status, MknodStatus::NothingDone) << outcome_text(outcome, 1);
+    EXPECT_NE(outcome_text(outcome, 0).find("refusing to follow"), std::string::npos)
+        << outcome_text(outcome, 0);
     EXPECT_NE(::access((elsewhere / "nvidia0").c_str(), F_OK), 0);
 }
 
@@ -178,22 +202,26 @@ TEST(RootReconcile, SymlinkedDevCharIsReportedOnce) {
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     ASSERT_EQ(::symlink(elsewhere.path().c_str(), (dir / "dev/char").c_str()), 0);
     MknodOutcome outcome = apply(dir.path());
-    std::string text = render_text(outcome, 0);
-    EXPECT_EQ(outcome.exit_code, kExitPartial) << text;
-    EXPECT_EQ(outcome.result.count(Change::Kind::Failed), 6u) << text; // 3 GPUs + 3 control
+    std::string text = outcome_text(outcome, 0);
+    EXPECT_EQ(outcome.status, MknodStatus::Partial) << text;
+    // The directory itself, then its 6 links (3 GPUs + 3 control).
+    EXPECT_EQ(outcome.result.count(Change::Kind::Failed), 7u) << text;
     EXPECT_EQ(count_of(text, "refusing to follow"), 1u) << text;
-    EXPECT_EQ(count_of(text, " skipped: " + dir / "dev/char" + " could not be opened"), 5u) << text;
-    std::string json = render_json(outcome);
-    EXPECT_EQ(count_of(json, "refusing to follow"), 1u) << json;
-    EXPECT_EQ(count_of(json, "\"action\":\"failed\""), 6u) << json;
+    EXPECT_EQ(count_of(text, " skipped: " + dir / "dev/char" + " could not be opened"), 6u) << text;
+    std::string json = outcome_json(outcome);
+    EXPECT_TRUE(testing::valid_json(json)) << json;
+    EXPECT_EQ(count_of(json, "refusing to follow"), 2u) << json; // the change and the problem
+    EXPECT_EQ(count_of(json, "\"action\":\"failed\""), 7u) << json;
     expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660); // nodes proceed
     EXPECT_NE(::access((elsewhere / "195:0").c_str(), F_OK), 0);
 }
 
-// Runs gpu-mknod on `root` in a child where fchmodat2 fails with ENOSYS (as
-// before Linux 6.6) and /proc is an empty tmpfs (a rescue shell), so
-// chmod_nofollow takes its last fallback. Returns the exit code, or -1.
-int run_on_old_kernel_without_proc(const std::string& root, std::string* text) {
+// Runs `body` in a child where fchmodat2 and the *xattrat calls fail with
+// ENOSYS (as before Linux 6.6 and 6.13) and /proc is an empty tmpfs (a
+// rescue shell), so safe-fs takes its last fallbacks. `body` returns the
+// child's exit code and may fill the text. Returns that code, or -1.
+int run_on_old_kernel_without_proc(const std::function<int(std::string*)>& body,
+                                   std::string* text) {
     int fds[2];
     if (::pipe(fds) != 0) {
         return -1;
@@ -208,19 +236,21 @@ int run_on_old_kernel_without_proc(const std::string& root, std::string* text) {
         }
         struct sock_filter filter[] = {
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 452 /* fchmodat2 */, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 452 /* fchmodat2 */, 3, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 464 /* getxattrat */, 2, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 466 /* removexattrat */, 1, 0),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
         };
         struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
         if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
             ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
             ::_exit(121);
         }
-        MknodOutcome outcome = apply(root);
-        std::string report = render_text(outcome, 0);
+        std::string report;
+        int code = body(&report);
         ssize_t written = ::write(fds[1], report.data(), report.size());
-        ::_exit(written == static_cast<ssize_t>(report.size()) ? outcome.exit_code : 122);
+        ::_exit(written == static_cast<ssize_t>(report.size()) ? code : 122);
     }
     ::close(fds[1]);
     char buffer[4096];
@@ -236,27 +266,57 @@ int run_on_old_kernel_without_proc(const std::string& root, std::string* text) {
     return WEXITSTATUS(status);
 }
 
+int mknod_in_child(const std::string& root, std::string* report) {
+    MknodOutcome outcome = apply(root);
+    *report = outcome_text(outcome, 0);
+    return static_cast<int>(outcome.status);
+}
+
 // The last chmod fallback follows links; it must only run where nobody but
-// root can plant one.
+// root can plant one. A run repairs /dev first (fchmod on its fd needs no
+// fallback), so the fallback then works; SafeDir refuses it elsewhere.
 TEST(RootReconcile, FollowingChmodFallbackOnlyInARootOwnedUnwritableDir) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;
     FakeMachine machine = workstation(1);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-
     ASSERT_EQ(::chmod((dir / "dev").c_str(), 0777), 0);
     std::string text;
-    int code = run_on_old_kernel_without_proc(dir.path(), &text);
+    int code = run_on_old_kernel_without_proc(
+        [&](std::string* report) { return mknod_in_child(dir.path(), report); }, &text);
     ASSERT_LT(code, 120) << "could not set up the old-kernel child: " << code << "\n" << text;
-    EXPECT_EQ(code, kExitNothingDone) << text;
-    EXPECT_NE(text.find("refusing to chmod " + dir / "dev/nvidia0"), std::string::npos) << text;
-    EXPECT_NE(text.find("chmod go-w " + dir / "dev"), std::string::npos) << text;
-    EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0); // no half-made node
-
-    ASSERT_EQ(::chmod((dir / "dev").c_str(), 0755), 0);
-    text.clear();
-    EXPECT_EQ(run_on_old_kernel_without_proc(dir.path(), &text), kExitOk) << text;
+    EXPECT_EQ(code, static_cast<int>(MknodStatus::Done)) << text;
+    EXPECT_EQ(lstat_or_die(dir / "dev").st_mode & 07777, 0755u);
     expect_node(dir / "dev/nvidia0", 195, 0, machine.gid_of("nvidia0"), 0660);
+
+    TempDir open_dir;
+    ASSERT_EQ(::mkdir((open_dir / "d").c_str(), 0777), 0);
+    ASSERT_EQ(::chmod((open_dir / "d").c_str(), 0777), 0);
+    ASSERT_EQ(::mknod((open_dir / "d/node").c_str(), S_IFCHR | 0600, makedev(195, 0)), 0);
+    text.clear();
+    code = run_on_old_kernel_without_proc(
+        [&](std::string* report) {
+            auto root = Sysroot::open(open_dir.path());
+            auto d = SafeDir::open(*root, "d");
+            if (!d) {
+                *report = d.error().text();
+                return 3;
+            }
+            auto chmodded = d->chmod("node", 0660);
+            auto acl = d->acl("node");
+            *report =
+                (chmodded ? std::string("chmod went through\n") : chmodded.error().text() + "\n") +
+                (acl ? std::string("acl read\n") : acl.error().text() + "\n");
+            return chmodded || acl ? 1 : 0;
+        },
+        &text);
+    ASSERT_LT(code, 120) << text;
+    EXPECT_EQ(code, 0) << text;
+    EXPECT_NE(text.find("refusing to chmod " + open_dir / "d/node"), std::string::npos) << text;
+    EXPECT_NE(text.find("chmod go-w " + open_dir / "d"), std::string::npos) << text;
+    EXPECT_NE(text.find("refusing to check the ACL of " + open_dir / "d/node"), std::string::npos)
+        << text;
+    EXPECT_EQ(lstat_or_die(open_dir / "d/node").st_mode & 07777, 0600u);
 }
 
 TEST(RootReconcile, MissingGroupGivesARootOnlyNodeAndTightensAnOpenOne) {
@@ -268,7 +328,7 @@ TEST(RootReconcile, MissingGroupGivesARootOnlyNodeAndTightensAnOpenOne) {
     ASSERT_EQ(::mknod((dir / "dev/nvidia1").c_str(), S_IFCHR | 0666, makedev(195, 1)), 0);
     ASSERT_EQ(::chmod((dir / "dev/nvidia1").c_str(), 0666), 0);
     MknodOutcome outcome = apply(dir.path());
-    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    EXPECT_EQ(outcome.status, MknodStatus::Partial);
     expect_node(dir / "dev/nvidia1", 195, 1, 0, 0600);
     expect_node(dir / "dev/nvidia0", 195, 0, machine.gid_of("nvidia0"), 0660);
 }
@@ -309,18 +369,17 @@ TEST(RootReconcile, RemoveDeletesTheNodesOfAGpuThatWentAway) {
     TempDir dir;
     FakeMachine machine = workstation(3);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
 
     // Still bound: refused.
-    EXPECT_EQ(apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true).exit_code,
-              kExitPartial);
+    EXPECT_EQ(apply(dir.path(), device("0000:37:00.0"), true).status, MknodStatus::Partial);
     EXPECT_EQ(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
 
     // The GPU is unbound: its driver entry is gone; the record maps bdf -> minor.
     ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:37:00.0"}), 0);
-    MknodOutcome removed = apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true);
-    EXPECT_EQ(removed.exit_code, kExitOk) << render_text(removed, 1);
-    EXPECT_EQ(removed.result.count(Change::Kind::Remove), 2u);
+    MknodOutcome removed = apply(dir.path(), device("0000:37:00.0"), true);
+    EXPECT_EQ(removed.status, MknodStatus::Done) << outcome_text(removed, 1);
+    EXPECT_EQ(count_entries(removed, Change::Kind::Remove), 2u);
     EXPECT_NE(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
     EXPECT_NE(::access((dir / "dev/char/195:2").c_str(), F_OK), 0);
     expect_node(dir / "dev/nvidia1", 195, 1, machine.gid_of("nvidia1"), 0660);
@@ -340,20 +399,20 @@ TEST(RootReconcile, RecordOfAGpuThatWentAwaySurvivesOtherRunsUntilRemoved) {
     TempDir dir;
     FakeMachine machine = workstation(3);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
     ASSERT_NE(read_records(dir).find("2 0000:37:00.0 "), std::string::npos) << read_records(dir);
 
     ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:37:00.0"}), 0);
-    MknodOutcome between = apply(dir.path(), {PlanRequest::Scope::Device, "0"});
-    EXPECT_EQ(between.exit_code, kExitOk) << render_text(between, 1);
-    EXPECT_EQ(apply(dir.path()).exit_code, kExitOk);
+    MknodOutcome between = apply(dir.path(), device("0"));
+    EXPECT_EQ(between.status, MknodStatus::Done) << outcome_text(between, 1);
+    EXPECT_EQ(apply(dir.path()).status, MknodStatus::Done);
     std::string records = read_records(dir);
     EXPECT_NE(records.find("0 0000:17:00.0 "), std::string::npos) << records;
     EXPECT_NE(records.find("2 0000:37:00.0 "), std::string::npos) << records;
 
-    MknodOutcome removed = apply(dir.path(), {PlanRequest::Scope::Device, "0000:37:00.0"}, true);
-    EXPECT_EQ(removed.exit_code, kExitOk) << render_text(removed, 1);
-    EXPECT_EQ(removed.result.count(Change::Kind::Remove), 2u);
+    MknodOutcome removed = apply(dir.path(), device("0000:37:00.0"), true);
+    EXPECT_EQ(removed.status, MknodStatus::Done) << outcome_text(removed, 1);
+    EXPECT_EQ(count_entries(removed, Change::Kind::Remove), 2u);
     EXPECT_NE(::access((dir / "dev/nvidia2").c_str(), F_OK), 0);
     records = read_records(dir);
     EXPECT_EQ(records.find("0000:37:00.0"), std::string::npos) << records;
@@ -366,7 +425,7 @@ TEST(RootReconcile, RecordIsReplacedWhenAnotherGpuTakesItsMinor) {
     TempDir dir;
     FakeMachine machine = workstation(2);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    ASSERT_EQ(apply(dir.path()).exit_code, kExitOk);
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
     // The GPU at 27:00.0 went away and one at 47:00.0 now has minor 1.
     ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:27:00.0",
                            dir / "sys/bus/pci/devices/0000:27:00.0"}),
@@ -377,7 +436,7 @@ TEST(RootReconcile, RecordIsReplacedWhenAnotherGpuTakesItsMinor) {
     moved.minor = 1;
     machine.pci.push_back(moved);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    EXPECT_EQ(apply(dir.path()).exit_code, kExitOk);
+    EXPECT_EQ(apply(dir.path()).status, MknodStatus::Done);
     std::string records = read_records(dir);
     EXPECT_NE(records.find("1 0000:47:00.0 "), std::string::npos) << records;
     EXPECT_EQ(records.find("0000:27:00.0"), std::string::npos) << records;
@@ -394,13 +453,13 @@ TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
             ::_exit(100);
         }
         MknodOutcome outcome = apply(dir.path());
-        bool says_root = render_text(outcome, 0).find("(run as root)") != std::string::npos;
-        ::_exit(says_root ? outcome.exit_code : 101);
+        bool says_root = outcome_text(outcome, 0).find("(run as root)") != std::string::npos;
+        ::_exit(says_root ? static_cast<int>(outcome.status) : 101);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), kExitNothingDone);
+    EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(MknodStatus::NothingDone));
     EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0);
     struct stat st {};
     EXPECT_NE(::lstat((dir / "dev/char/195:0").c_str(), &st), 0); // no dangling link

@@ -10,7 +10,7 @@ tool=$1 sample=$2 modules=$3
 name=$(basename "$tool")
 fail() { echo "FAIL: $name: $*" >&2; exit 1; }
 
-file -b "$tool" | grep -q "statically linked" || fail "not statically linked: $(file -b "$tool")"
+file -L -b "$tool" | grep -q "statically linked" || fail "not statically linked: $(file -L -b "$tool")"
 # No loader, no libraries: it must run from an empty environment and root.
 env -i "$tool" --help >/dev/null || fail "--help"
 env -i "$tool" --version | grep -q "^$name " || fail "--version"
@@ -20,6 +20,16 @@ trap 'rm -rf "$work"' EXIT
 cp -a "$sample/." "$work/root"
 
 case $name in
+gpuinit)
+  # The multi-call binary: every tool by its first argument, and its links.
+  env -i "$tool" --help | grep -q "mknod .*gpu-mknod" || fail "--help does not list mknod"
+  env -i "$tool" mknod --root "$work/root" --dry-run | grep -q "would create" || fail "gpuinit mknod"
+  env -i "$tool" modload --version | grep -q "^gpu-modload " || fail "gpuinit modload --version"
+  if env -i "$tool" bogus 2>/dev/null; then fail "an unknown command exited 0"; fi
+  for link in "$(dirname "$tool")"/gpu-*; do
+    [[ -L $link && $(readlink "$link") == gpuinit ]] || fail "$link is not a link to gpuinit"
+  done
+  ;;
 gpu-mknod)
   env -i "$tool" --root "$work/root" --dry-run | grep -q "would create" || fail "--dry-run"
   [[ ! -e $work/root/dev/nvidia0 ]] || fail "--dry-run changed the tree"

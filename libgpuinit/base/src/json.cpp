@@ -47,7 +47,11 @@ JsonWriter& JsonWriter::key(std::string_view name) {
 JsonWriter& JsonWriter::value(std::string_view text) {
     separate();
     out_ += '"';
-    for (unsigned char c : text) {
+    // Text from files may hold any byte; JSON must be UTF-8, and control
+    // characters (C1 too: terminals act on them) are escaped.
+    std::string valid = valid_utf8(text);
+    for (size_t i = 0; i < valid.size(); ++i) {
+        auto c = static_cast<unsigned char>(valid[i]);
         switch (c) {
         case '"':
             out_ += "\\\"";
@@ -62,8 +66,11 @@ JsonWriter& JsonWriter::value(std::string_view text) {
             out_ += "\\t";
             break;
         default:
-            if (c < 0x20) {
+            if (c < 0x20 || c == 0x7f) {
                 out_ += format("\\u%04x", c);
+            } else if (c == 0xc2 && i + 1 < valid.size() &&
+                       static_cast<unsigned char>(valid[i + 1]) <= 0x9f) {
+                out_ += format("\\u%04x", static_cast<unsigned char>(valid[++i]));
             } else {
                 out_ += static_cast<char>(c);
             }

@@ -38,6 +38,47 @@ std::optional<uint64_t> parse_in_base(std::string_view text, unsigned base, uint
     return value;
 }
 
+// Length of the well-formed UTF-8 sequence at the start of `text`, or 0.
+size_t utf8_sequence(std::string_view text) {
+    auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    unsigned char lead = byte(0);
+    if (lead < 0x80) {
+        return 1;
+    }
+    size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xbf;
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        length = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+        length = 3;
+        low = lead == 0xe0 ? 0xa0 : 0x80;  // no overlong forms
+        high = lead == 0xed ? 0x9f : 0xbf; // no surrogates
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+        length = 4;
+        low = lead == 0xf0 ? 0x90 : 0x80;  // no overlong forms
+        high = lead == 0xf4 ? 0x8f : 0xbf; // nothing above U+10FFFF
+    } else {
+        return 0;
+    }
+    if (text.size() < length || byte(1) < low || byte(1) > high) {
+        return 0;
+    }
+    for (size_t i = 2; i < length; ++i) {
+        if (byte(i) < 0x80 || byte(i) > 0xbf) {
+            return 0;
+        }
+    }
+    return length;
+}
+
+void append_hex_escape(std::string& out, unsigned char c) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    out += "\\x";
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xf];
+}
+
 } // namespace
 
 std::string_view trim(std::string_view text) {
@@ -82,19 +123,8 @@ std::vector<std::string_view> split_words(std::string_view text) {
     return words;
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 std::optional<uint64_t> parse_decimal(std::string_view text, uint64_t max) {
     return parse_in_base(text, 10, max);
-}
-
-std::optional<uint64_t> parse_hex(std::string_view text, uint64_t max) {
-    if (starts_with(text, "0x") || starts_with(text, "0X")) {
-        text.remove_prefix(2);
-    }
-    return parse_in_base(text, 16, max);
 }
 
 std::optional<uint64_t> parse_hex_digits(std::string_view text, uint64_t max) {
@@ -127,6 +157,77 @@ std::string format(const char* fmt, ...) {
     std::vsnprintf(out.data(), out.size(), fmt, args);
     va_end(args);
     out.resize(static_cast<size_t>(size));
+    return out;
+}
+
+std::string printable(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        auto c = static_cast<unsigned char>(text.front());
+        size_t length = utf8_sequence(text);
+        // U+0080..U+009F (C2 80..C2 9F) are the C1 controls: CSI is one.
+        bool c1 = length == 2 && c == 0xc2 && static_cast<unsigned char>(text[1]) <= 0x9f;
+        if (length > 1 && !c1) {
+            out.append(text.substr(0, length));
+            text.remove_prefix(length);
+            continue;
+        }
+        if (c1) {
+            append_hex_escape(out, c);
+            c = static_cast<unsigned char>(text[1]);
+            text.remove_prefix(1);
+            append_hex_escape(out, c);
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c < 0x20 || c >= 0x7f) {
+            append_hex_escape(out, c);
+        } else {
+            out += static_cast<char>(c);
+        }
+        text.remove_prefix(1);
+    }
+    return out;
+}
+
+std::string shorten(std::string_view value, size_t max_bytes) {
+    if (value.size() <= max_bytes) {
+        return printable(value);
+    }
+    // Cut on a character boundary, so the cut itself adds no \x escapes.
+    size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xc0) == 0x80) {
+        --cut;
+    }
+    return printable(value.substr(0, cut)) + format("... (%zu bytes)", value.size());
+}
+
+std::string quote(std::string_view value, size_t max_bytes) {
+    if (value.size() <= max_bytes) {
+        return "'" + printable(value) + "'";
+    }
+    std::string cut = shorten(value, max_bytes);
+    size_t dots = cut.rfind("... (");
+    return "'" + cut.substr(0, dots) + "'" + cut.substr(dots);
+}
+
+std::string valid_utf8(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        size_t length = utf8_sequence(text);
+        if (length == 0) {
+            out += "\xef\xbf\xbd"; // U+FFFD
+            length = 1;
+        } else {
+            out.append(text.substr(0, length));
+        }
+        text.remove_prefix(length);
+    }
     return out;
 }
 

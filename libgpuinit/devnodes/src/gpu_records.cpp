@@ -1,20 +1,18 @@
 #include "gpuinit/devnodes/gpu_records.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/host/gpu_information.hpp"
 #include "gpuinit/host/pci.hpp"
-#include "gpuinit/host/procfs.hpp"
 
 #include <algorithm>
-#include <fcntl.h>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace gpuinit {
 
 namespace {
 
-constexpr std::string_view kRecords = "run/gpuinit/gpus";
+constexpr size_t kMaxRecordBytes = 1u << 20;
 
 struct Record {
     unsigned minor = 0;
@@ -22,22 +20,19 @@ struct Record {
     std::string uuid;
 };
 
-// The records as last written; malformed lines are skipped (the file is ours
-// and rewritten on the next run).
-std::vector<Record> load_records(const Sysroot& root) {
+std::vector<Record> parse_records(std::string_view text) {
     std::vector<Record> records;
-    auto text = root.read_file(kRecords, 1u << 20);
-    if (!text) {
-        return records;
-    }
-    for (std::string_view line : split_lines(*text)) {
+    for (std::string_view line : split_lines(text)) {
         auto words = split_words(line);
         if (words.size() < 2 || words[0].front() == '#') {
             continue;
         }
         auto minor = parse_decimal(words[0], kMaxGpuMinor);
         auto bdf = normalize_bdf(words[1]);
-        if (minor && bdf) {
+        bool uuid_ok = words.size() < 3 || words[2] == "-" || valid_gpu_uuid(words[2]);
+        // Malformed lines are skipped: the file is ours and rewritten on the
+        // next run.
+        if (minor && bdf && uuid_ok) {
             records.push_back(
                 {static_cast<unsigned>(*minor), *bdf,
                  words.size() > 2 && words[2] != "-" ? std::string(words[2]) : std::string()});
@@ -48,11 +43,11 @@ std::vector<Record> load_records(const Sysroot& root) {
 
 } // namespace
 
-Status save_gpu_records(const Sysroot& root, const Machine& machine,
+Status save_gpu_records(const RunDir& run, const Machine& machine,
                         std::optional<unsigned> forget_minor) {
-    auto dir = root.open_dir_nofollow("run/gpuinit", true, 0755);
-    if (!dir) {
-        return dir.error();
+    auto current = run.read_record(kGpuRecords, kMaxRecordBytes);
+    if (!current) {
+        return current.error();
     }
     std::vector<Record> records;
     for (const Gpu& gpu : machine.gpus) {
@@ -61,7 +56,7 @@ Status save_gpu_records(const Sysroot& root, const Machine& machine,
     // A GPU that went away keeps its record until --remove deletes its nodes:
     // the udev remove event may come after other runs. A record goes when a
     // present GPU now holds its minor or its address (it is stale then).
-    for (Record& old : load_records(root)) {
+    for (Record& old : parse_records(current->value_or(""))) {
         bool superseded = std::any_of(records.begin(), records.end(), [&](const Record& now) {
             return now.minor == old.minor || now.bdf == old.bdf;
         });
@@ -78,31 +73,23 @@ Status save_gpu_records(const Sysroot& root, const Machine& machine,
     }
     // Unchanged on most runs; rewriting would cost a rename and, on ext4, a
     // flush on every boot-time and udev run.
-    if (auto current = root.read_file(kRecords, 1u << 20); current && *current == text) {
+    if (current->has_value() && **current == text) {
         return {};
     }
-    std::string temp = "gpus." + std::to_string(::getpid());
-    UniqueFd fd(::openat(dir->get(), temp.c_str(),
-                         O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-        return errno_error("cannot write " + root.display(kRecords));
-    }
-    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        ::renameat(dir->get(), temp.c_str(), dir->get(), "gpus") != 0) {
-        Error error = errno_error("cannot write " + root.display(kRecords));
-        ::unlinkat(dir->get(), temp.c_str(), 0);
-        return error;
-    }
-    return {};
+    return run.write_record(kGpuRecords, text);
 }
 
-std::optional<unsigned> recorded_minor(const Sysroot& root, const std::string& bdf) {
-    for (const Record& record : load_records(root)) {
-        if (record.bdf == bdf) {
-            return record.minor;
+Result<std::optional<unsigned>> recorded_minor(const RunDir& run, const GpuSelector& selector) {
+    auto text = run.read_record(kGpuRecords, kMaxRecordBytes);
+    if (!text) {
+        return text.error();
+    }
+    for (const Record& record : parse_records(text->value_or(""))) {
+        if (selector.matches(GpuIdentity{record.minor, record.bdf, record.uuid})) {
+            return std::optional<unsigned>(record.minor);
         }
     }
-    return std::nullopt;
+    return std::optional<unsigned>();
 }
 
 } // namespace gpuinit

@@ -1,14 +1,13 @@
 #include "gpuinit/devnodes/reconcile.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/fs/safe_fs.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <fcntl.h>
 #include <map>
-#include <sys/file.h>
+#include <optional>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -17,82 +16,113 @@ namespace gpuinit {
 namespace {
 
 constexpr unsigned kPermissionBits = 07777;
-// The same number on every architecture; Debian 12's headers predate it.
-constexpr long kSysFchmodat2 = 452;
 
-struct Observed {
-    bool exists = false;
-    struct stat st {};
-    std::string link_target;
-};
-
-// Directory fds below <root>/dev, opened once each without following links.
+// The directories below <root>/dev, each opened once without following
+// links. A directory that cannot be opened is reported in full to the first
+// caller; every later one gets a short error that points there.
 class DevDirs {
   public:
     DevDirs(const Sysroot& root, bool create) : root_(root), create_(create) {}
 
-    // Splits "char/195:0" into the fd of dev/char and "195:0". In a dry run a
-    // missing directory gives fd -1: everything in it is absent. A directory
-    // that cannot be opened is reported in full for the first name in it;
-    // the others get a short error that points there, not the same message
-    // again.
-    Result<int> dir_for(const std::string& name, std::string* leaf) {
-        size_t slash = name.rfind('/');
-        std::string sub = slash == std::string::npos ? "" : name.substr(0, slash);
-        *leaf = slash == std::string::npos ? name : name.substr(slash + 1);
-        auto it = fds_.find(sub);
-        if (it != fds_.end()) {
-            return it->second.get();
+    struct Opened {
+        const SafeDir* dir = nullptr; // nullptr: a dry run on a missing directory
+        bool created = false;
+    };
+
+    Result<Opened> get(const std::string& sub) {
+        if (auto it = dirs_.find(sub); it != dirs_.end()) {
+            return Opened{it->second ? &*it->second : nullptr, false};
+        }
+        if (auto failed = failures_.find(sub); failed != failures_.end()) {
+            return failed->second;
         }
         std::string rel = sub.empty() ? "dev" : "dev/" + sub;
-        if (auto failed = failures_.find(sub); failed != failures_.end()) {
-            return Error{failed->second, root_.display("dev/" + name) +
-                                             " skipped: " + root_.display(rel) +
-                                             " could not be opened (its first error says why)"};
-        }
-        auto fd = root_.open_dir_nofollow(rel, create_, 0755);
-        if (!fd) {
-            if (!create_ && fd.error().code == ENOENT) {
-                fds_.emplace(sub, UniqueFd());
-                return -1;
+        bool created = false;
+        auto dir = SafeDir::open(root_, rel, create_ ? std::optional<mode_t>(0755) : std::nullopt,
+                                 &created);
+        if (!dir) {
+            if (!create_ && dir.error().code == ENOENT) {
+                dirs_.emplace(sub, std::nullopt);
+                return Opened{};
             }
-            failures_.emplace(sub, fd.error().code);
-            return fd.error();
+            failures_.emplace(sub, error(root_.display(rel) + " could not be opened (its first"
+                                                              " error says why)",
+                                         dir.error().code));
+            return dir.error();
         }
-        int raw = fd->get();
-        fds_.emplace(sub, std::move(*fd));
-        return raw;
+        return Opened{&*dirs_.emplace(sub, std::move(*dir)).first->second, created};
+    }
+
+    // Splits "char/195:0" into the directory dev/char and "195:0".
+    Result<const SafeDir*> dir_for(const std::string& name, std::string* leaf) {
+        size_t slash = name.rfind('/');
+        *leaf = slash == std::string::npos ? name : name.substr(slash + 1);
+        auto opened = get(slash == std::string::npos ? "" : name.substr(0, slash));
+        if (!opened) {
+            return opened.error();
+        }
+        return opened->dir;
     }
 
   private:
     const Sysroot& root_;
     bool create_;
-    std::map<std::string, UniqueFd> fds_;
-    std::map<std::string, int> failures_; // errno of a directory already reported
+    std::map<std::string, std::optional<SafeDir>> dirs_;
+    std::map<std::string, Diagnostic> failures_;
 };
 
-Result<Observed> observe(int dirfd, const std::string& leaf, const std::string& shown) {
-    Observed observed;
-    if (dirfd < 0) {
-        return observed;
+class Reconciler {
+  public:
+    Reconciler(const Sysroot& root, bool dry_run, bool create_dirs, Diagnostics& diagnostics)
+        : root_(root), dry_run_(dry_run), diagnostics_(diagnostics),
+          dirs_(root, create_dirs && !dry_run) {}
+
+    void directory(const DirSpec& spec);
+    void leftovers(const std::string& sub);
+    // False when the node failed (its link would only dangle).
+    bool node(const NodeSpec& spec);
+    void link(const LinkSpec& spec);
+    void remove_if_ours(const std::string& name, bool is_link, const std::string& node_name,
+                        dev_t rdev);
+
+    ReconcileResult result;
+
+  private:
+    std::string shown(const std::string& name) const {
+        return root_.display(name.empty() ? "dev" : "dev/" + name);
     }
-    if (::fstatat(dirfd, leaf.c_str(), &observed.st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) {
-            return observed;
+    void record(Change::Kind kind, Change::Target target, const std::string& name,
+                std::string detail) {
+        result.changes.push_back({kind, target, name, std::move(detail)});
+    }
+    void fail(Change::Target target, const std::string& name, Diagnostic problem) {
+        record(Change::Kind::Failed, target, name, problem.message);
+        problem.severity = Severity::Error;
+        if (problem.where.device.empty()) {
+            problem.where.device = shown(name);
         }
-        return errno_error("cannot stat " + shown);
+        diagnostics_.add(std::move(problem));
     }
-    observed.exists = true;
-    if (S_ISLNK(observed.st.st_mode)) {
-        char target[4096];
-        ssize_t n = ::readlinkat(dirfd, leaf.c_str(), target, sizeof target - 1);
-        if (n < 0) {
-            return errno_error("cannot read link " + shown);
+    // The directory of `name`, or a failure already recorded (nullopt).
+    std::optional<const SafeDir*> dir_of(Change::Target target, const std::string& name,
+                                         std::string* leaf) {
+        auto dir = dirs_.dir_for(name, leaf);
+        if (!dir) {
+            Diagnostic problem = dir.error();
+            if (problem.message.ends_with("(its first error says why)")) {
+                problem.message = shown(name) + " skipped: " + problem.message;
+            }
+            fail(target, name, std::move(problem));
+            return std::nullopt;
         }
-        observed.link_target.assign(target, static_cast<size_t>(n));
+        return *dir;
     }
-    return observed;
-}
+
+    const Sysroot& root_;
+    bool dry_run_;
+    Diagnostics& diagnostics_;
+    DevDirs dirs_;
+};
 
 std::string describe_type(const struct stat& st) {
     if (S_ISCHR(st.st_mode)) {
@@ -118,234 +148,333 @@ std::string describe_node(const NodeSpec& node) {
                   node.group.c_str(), format_mode(node.mode).c_str());
 }
 
-std::string temp_name(const std::string& leaf) {
-    return ".gpuinit." + leaf + "." + std::to_string(::getpid());
-}
-
-// chmod that refuses symlinks. fchmodat2 (Linux 6.6) does it in one call;
-// glibc 2.36 emulates AT_SYMLINK_NOFOLLOW through /proc, and in a rescue
-// shell without /proc that fails with EOPNOTSUPP even for a device node. Then
-// the name is checked again and chmodded directly, following links: only
-// safe when nobody but root can swap the name in between, so the directory
-// itself must be root-owned and not writable by group or others.
-Status chmod_nofollow(int dirfd, const std::string& leaf, unsigned mode, const std::string& shown) {
-    if (::syscall(kSysFchmodat2, dirfd, leaf.c_str(), mode, AT_SYMLINK_NOFOLLOW) == 0) {
-        return {};
-    }
-    // ENOSYS before 6.6; EPERM from seccomp filters that predate the call.
-    if (errno != ENOSYS && errno != EPERM) {
-        return errno_error("cannot chmod " + shown);
-    }
-    if (::fchmodat(dirfd, leaf.c_str(), mode, AT_SYMLINK_NOFOLLOW) == 0) {
-        return {};
-    }
-    if (errno != EOPNOTSUPP) {
-        return errno_error("cannot chmod " + shown);
-    }
-    std::string dir_shown = shown.substr(0, shown.rfind('/'));
-    struct stat dir_st {};
-    if (::fstat(dirfd, &dir_st) != 0) {
-        return errno_error("cannot stat " + dir_shown);
-    }
-    if (dir_st.st_uid != 0 || (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-        return Error{EPERM,
-                     format("refusing to chmod %s: without fchmodat2 (Linux 6.6) or /proc the"
-                            " only way follows symlinks, which is safe only in a root-owned"
-                            " directory that group and others cannot write, and %s is uid %u"
-                            " mode %s; mount /proc, or chown root and chmod go-w %s, and rerun",
-                            shown.c_str(), dir_shown.c_str(), dir_st.st_uid,
-                            format_mode(dir_st.st_mode & kPermissionBits).c_str(),
-                            dir_shown.c_str())};
-    }
-    struct stat st {};
-    if (::fstatat(dirfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        return errno_error("cannot stat " + shown);
-    }
-    if (S_ISLNK(st.st_mode)) {
-        return Error{ELOOP, shown + " became a symlink; refusing to chmod through it"};
-    }
-    if (::fchmodat(dirfd, leaf.c_str(), mode, 0) != 0) {
-        return errno_error("cannot chmod " + shown);
-    }
-    return {};
-}
-
-// Creates the node with mode 0 (nobody but root can open it), gives it its
-// owner, then its mode. A missing name is created in place; a wrong node is
-// replaced by building the new one under a temporary name and renaming it
-// over, so the name never shows a node with the wrong rights.
-Status install_node(int dirfd, const std::string& leaf, const NodeSpec& node, bool replace,
-                    const std::string& shown) {
-    std::string temp = replace ? temp_name(leaf) : leaf;
-    int made = ::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor));
-    if (made != 0 && errno == EEXIST && replace) {
-        ::unlinkat(dirfd, temp.c_str(), 0); // a leftover of a crashed run
-        made = ::mknodat(dirfd, temp.c_str(), S_IFCHR, makedev(node.major, node.minor));
-    }
-    if (made != 0) {
-        return errno == EPERM ? errno_error("cannot mknod " + shown + " (run as root)")
-                              : errno_error("cannot mknod " + shown);
-    }
-    Status status;
-    if (::fchownat(dirfd, temp.c_str(), node.uid, node.gid, AT_SYMLINK_NOFOLLOW) != 0) {
-        status = errno_error("cannot chown " + shown);
-    } else if (auto chmodded = chmod_nofollow(dirfd, temp, node.mode, shown); !chmodded) {
-        status = chmodded;
-    } else if (replace && ::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
-        status = errno_error("cannot rename a new node over " + shown);
-    }
-    if (!status) {
-        // Never leave a half-made node behind, under either name.
-        ::unlinkat(dirfd, temp.c_str(), 0);
-    }
-    return status;
-}
-
-// In place, so containers that bind-mounted the node see the fix. Narrow the
-// mode to what both old and new allow, change the owner, then set the final
-// mode: no step grants anyone more than the old or the new state did.
-Status repair_node(int dirfd, const std::string& leaf, const struct stat& st, const NodeSpec& node,
-                   const std::string& shown) {
-    unsigned old_mode = st.st_mode & kPermissionBits;
-    unsigned narrow = old_mode & node.mode;
-    bool owner_differs = st.st_uid != node.uid || st.st_gid != node.gid;
-    if (owner_differs && narrow != old_mode) {
-        if (auto status = chmod_nofollow(dirfd, leaf, narrow, shown); !status) {
-            return status;
-        }
-    }
-    if (owner_differs &&
-        ::fchownat(dirfd, leaf.c_str(), node.uid, node.gid, AT_SYMLINK_NOFOLLOW) != 0) {
-        return errno_error("cannot chown " + shown);
-    }
-    if (old_mode != node.mode || (owner_differs && narrow != node.mode)) {
-        return chmod_nofollow(dirfd, leaf, node.mode, shown);
-    }
-    return {};
-}
-
-// symlinkat() is atomic for a missing name; a wrong entry is replaced by a
-// rename over it.
-Status install_link(int dirfd, const std::string& leaf, const LinkSpec& link, bool replace,
-                    const std::string& shown) {
-    std::string temp = replace ? temp_name(leaf) : leaf;
-    int made = ::symlinkat(link.target.c_str(), dirfd, temp.c_str());
-    if (made != 0 && errno == EEXIST && replace) {
-        ::unlinkat(dirfd, temp.c_str(), 0);
-        made = ::symlinkat(link.target.c_str(), dirfd, temp.c_str());
-    }
-    if (made != 0) {
-        return errno_error("cannot create link " + shown);
-    }
-    if (replace && ::renameat(dirfd, temp.c_str(), dirfd, leaf.c_str()) != 0) {
-        Error error = errno_error("cannot rename a new link over " + shown);
-        ::unlinkat(dirfd, temp.c_str(), 0);
-        return error;
-    }
-    return {};
-}
-
-std::string repair_detail(const struct stat& st, const NodeSpec& node) {
+// "owner 1000 -> root(0), mode 0666 -> 0660, ACL removed"
+std::string repair_detail(const struct stat& st, bool acl, uid_t uid, const std::string& owner,
+                          gid_t gid, const std::string& group, unsigned mode) {
     std::string detail;
     auto add = [&detail](const std::string& part) {
         detail += detail.empty() ? part : ", " + part;
     };
-    if (st.st_uid != node.uid) {
-        add(format("owner %u -> %s(%u)", st.st_uid, node.owner.c_str(), node.uid));
+    if (st.st_uid != uid) {
+        add(format("owner %u -> %s(%u)", st.st_uid, owner.c_str(), uid));
     }
-    if (st.st_gid != node.gid) {
-        add(format("group %u -> %s(%u)", st.st_gid, node.group.c_str(), node.gid));
+    if (st.st_gid != gid) {
+        add(format("group %u -> %s(%u)", st.st_gid, group.c_str(), gid));
     }
-    if ((st.st_mode & kPermissionBits) != node.mode) {
-        add("mode " + format_mode(st.st_mode & kPermissionBits) + " -> " + format_mode(node.mode));
+    if ((st.st_mode & kPermissionBits) != mode) {
+        add("mode " + format_mode(st.st_mode & kPermissionBits) + " -> " + format_mode(mode));
+    }
+    if (acl) {
+        add("ACL removed");
     }
     return detail;
 }
 
-Change reconcile_node(DevDirs& dirs, const Sysroot& root, const NodeSpec& node, bool dry_run) {
-    Change change;
-    change.name = node.name;
-    std::string shown = root.display("dev/" + node.name);
-    std::string leaf;
-    auto dirfd = dirs.dir_for(node.name, &leaf);
-    if (!dirfd) {
-        return Change{Change::Kind::Failed, node.name, dirfd.error().message};
+// The steps that change an owner, mode and ACL in place without granting
+// anyone more than the old or the new state did at any moment: narrow the
+// mode (with an ACL, to no group-class bits, which zeroes the ACL's mask),
+// remove the ACL, change the owner, set the final mode.
+template <typename Chmod, typename RemoveAcl, typename Chown>
+Status change_in_place(unsigned current, bool acl, bool owner_differs, unsigned target, Chmod chmod,
+                       RemoveAcl remove_acl, Chown chown) {
+    unsigned narrow = current & target & (acl ? ~070u : ~0u);
+    if ((acl || owner_differs) && narrow != current) {
+        if (auto status = chmod(narrow); !status) {
+            return status;
+        }
+        current = narrow;
     }
-    auto observed = observe(*dirfd, leaf, shown);
-    if (!observed) {
-        return Change{Change::Kind::Failed, node.name, observed.error().message};
+    if (acl) {
+        if (auto status = remove_acl(); !status) {
+            return status;
+        }
     }
-    const struct stat& st = observed->st;
-    if (!observed->exists) {
-        change.kind = Change::Kind::Create;
-        change.detail = describe_node(node);
-    } else if (S_ISDIR(st.st_mode)) {
-        return Change{Change::Kind::Failed, node.name,
-                      shown + " is a directory; move it away and rerun"};
-    } else if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(node.major, node.minor)) {
-        change.kind = Change::Kind::Replace;
-        change.detail = "was " + describe_type(st) + ", now " + describe_node(node);
-    } else if (st.st_uid != node.uid || st.st_gid != node.gid ||
-               (st.st_mode & kPermissionBits) != node.mode) {
-        change.kind = Change::Kind::Repair;
-        change.detail = repair_detail(st, node);
-    } else {
-        change.kind = Change::Kind::Unchanged;
-        change.detail = describe_node(node);
-        return change;
+    if (owner_differs) {
+        if (auto status = chown(); !status) {
+            return status;
+        }
     }
-    if (dry_run) {
-        return change;
+    if (current != target) {
+        return chmod(target);
     }
-    bool replace = change.kind == Change::Kind::Replace;
-    Status status = change.kind == Change::Kind::Repair
-                        ? repair_node(*dirfd, leaf, st, node, shown)
-                        : install_node(*dirfd, leaf, node, replace, shown);
-    if (!status) {
-        return Change{Change::Kind::Failed, node.name, status.error().message};
-    }
-    return change;
+    return {};
 }
 
-Change reconcile_link(DevDirs& dirs, const Sysroot& root, const LinkSpec& link, bool dry_run) {
-    Change change;
-    change.name = link.name;
-    change.is_link = true;
-    std::string shown = root.display("dev/" + link.name);
-    std::string leaf;
-    auto dirfd = dirs.dir_for(link.name, &leaf);
-    if (!dirfd) {
-        return Change{Change::Kind::Failed, link.name, dirfd.error().message, true};
+void Reconciler::directory(const DirSpec& spec) {
+    auto opened = dirs_.get(spec.name);
+    if (!opened) {
+        fail(Change::Target::Directory, spec.name, opened.error());
+        return;
     }
-    auto observed = observe(*dirfd, leaf, shown);
-    if (!observed) {
-        return Change{Change::Kind::Failed, link.name, observed.error().message, true};
+    std::string wanted =
+        format("directory %u:%u %s", spec.uid, spec.gid, format_mode(spec.mode).c_str());
+    if (opened->dir == nullptr) { // a dry run, and it is not there yet
+        record(Change::Kind::Create, Change::Target::Directory, spec.name, wanted);
+        return;
     }
-    if (!observed->exists) {
-        change.kind = Change::Kind::Create;
-        change.detail = "-> " + link.target;
-    } else if (S_ISDIR(observed->st.st_mode)) {
-        return Change{Change::Kind::Failed, link.name,
-                      shown + " is a directory; move it away and rerun", true};
-    } else if (!S_ISLNK(observed->st.st_mode) || observed->link_target != link.target) {
-        change.kind = Change::Kind::Replace;
-        change.detail = "was " +
-                        (S_ISLNK(observed->st.st_mode) ? "-> " + observed->link_target
-                                                       : describe_type(observed->st)) +
-                        ", now -> " + link.target;
+    const SafeDir& dir = *opened->dir;
+    auto st = dir.stat_self();
+    auto acl = st ? dir.acl_self() : Result<AclState>(st.error());
+    if (!st || !acl) {
+        fail(Change::Target::Directory, spec.name, st ? acl.error() : st.error());
+        return;
+    }
+    bool owner_differs = st->st_uid != spec.uid || st->st_gid != spec.gid;
+    unsigned current = st->st_mode & kPermissionBits;
+    bool differs = owner_differs || current != spec.mode || acl->any();
+    if (differs && !dry_run_) {
+        Status status = change_in_place(
+            current, acl->any(), owner_differs, spec.mode,
+            [&](unsigned mode) { return dir.chmod_self(mode); },
+            [&] { return dir.remove_acl_self(); },
+            [&] { return dir.chown_self(spec.uid, spec.gid); });
+        if (!status) {
+            fail(Change::Target::Directory, spec.name, status.error());
+            return;
+        }
+    }
+    if (opened->created) {
+        record(Change::Kind::Create, Change::Target::Directory, spec.name, wanted);
+    } else if (differs) {
+        record(Change::Kind::Repair, Change::Target::Directory, spec.name,
+               repair_detail(*st, acl->any(), spec.uid, "root", spec.gid, "root", spec.mode));
     } else {
-        change.kind = Change::Kind::Unchanged;
-        change.detail = "-> " + link.target;
-        return change;
+        record(Change::Kind::Unchanged, Change::Target::Directory, spec.name, wanted);
     }
-    if (dry_run) {
-        return change;
+}
+
+// A run killed between making a node under its temporary name and the
+// rename leaves that node behind, with the rights of its day; later runs
+// would never look at it. Under the run lock, nothing else is in flight.
+void Reconciler::leftovers(const std::string& sub) {
+    auto opened = dirs_.get(sub);
+    if (!opened || opened->dir == nullptr) {
+        return; // reported by directory()
     }
-    if (auto status = install_link(*dirfd, leaf, link, change.kind == Change::Kind::Replace, shown);
-        !status) {
-        return Change{Change::Kind::Failed, link.name, status.error().message, true};
+    const SafeDir& dir = *opened->dir;
+    auto names = dir.list();
+    if (!names) {
+        fail(Change::Target::Directory, sub, names.error());
+        return;
     }
-    return change;
+    std::sort(names->begin(), names->end());
+    for (const std::string& leaf : *names) {
+        if (!leaf.starts_with(kTempPrefix)) {
+            continue;
+        }
+        std::string name = sub.empty() ? leaf : sub + "/" + leaf;
+        auto state = dir.inspect(leaf);
+        if (!state) {
+            fail(Change::Target::Leftover, name, state.error());
+            continue;
+        }
+        if (!state->exists) {
+            continue;
+        }
+        if (S_ISDIR(state->st.st_mode)) {
+            fail(Change::Target::Leftover, name,
+                 error(shown(name) + " is a directory at one of gpuinit's temporary names;"
+                                     " remove it and rerun",
+                       EISDIR));
+            continue;
+        }
+        if (!dry_run_) {
+            if (auto removed = dir.unlink(leaf); !removed) {
+                fail(Change::Target::Leftover, name, removed.error());
+                continue;
+            }
+        }
+        record(Change::Kind::Remove, Change::Target::Leftover, name,
+               format("left by an interrupted run: %s %u:%u %s", describe_type(state->st).c_str(),
+                      state->st.st_uid, state->st.st_gid,
+                      format_mode(state->st.st_mode & kPermissionBits).c_str()));
+    }
+}
+
+bool Reconciler::node(const NodeSpec& spec) {
+    std::string leaf;
+    auto dir = dir_of(Change::Target::Node, spec.name, &leaf);
+    if (!dir) {
+        return false;
+    }
+    EntryState state;
+    if (*dir != nullptr) {
+        auto inspected = (*dir)->inspect(leaf);
+        if (!inspected) {
+            fail(Change::Target::Node, spec.name, inspected.error());
+            return false;
+        }
+        state = std::move(*inspected);
+    }
+    const struct stat& st = state.st;
+    Change::Kind kind = Change::Kind::Unchanged;
+    std::string detail = describe_node(spec);
+    AclState acl;
+    if (!state.exists) {
+        kind = Change::Kind::Create;
+    } else if (S_ISDIR(st.st_mode)) {
+        fail(Change::Target::Node, spec.name,
+             error(shown(spec.name) + " is a directory; move it away and rerun", EISDIR));
+        return false;
+    } else if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(spec.major, spec.minor)) {
+        kind = Change::Kind::Replace;
+        detail = "was " + describe_type(st) + ", now " + describe_node(spec);
+    } else {
+        auto read_acl = (*dir)->acl(leaf);
+        if (!read_acl) {
+            fail(Change::Target::Node, spec.name, read_acl.error());
+            return false;
+        }
+        acl = *read_acl;
+        bool differs = st.st_uid != spec.uid || st.st_gid != spec.gid ||
+                       (st.st_mode & kPermissionBits) != spec.mode || acl.any();
+        if (!differs) {
+            record(kind, Change::Target::Node, spec.name, detail);
+            return true;
+        }
+        detail =
+            repair_detail(st, acl.any(), spec.uid, spec.owner, spec.gid, spec.group, spec.mode);
+        // With other hard links, an in-place change would reach names
+        // outside /dev: a new inode takes the name instead.
+        if (st.st_nlink > 1) {
+            kind = Change::Kind::Replace;
+            detail +=
+                format(" (it had %u hard links: replaced, not changed in place, so the"
+                       " other names keep inode %lu and its old access; find them with"
+                       " find / -xdev -inum %lu)",
+                       static_cast<unsigned>(st.st_nlink), static_cast<unsigned long>(st.st_ino),
+                       static_cast<unsigned long>(st.st_ino));
+        } else {
+            kind = Change::Kind::Repair;
+        }
+    }
+    if (state.mount_point) {
+        fail(Change::Target::Node, spec.name,
+             error(shown(spec.name) +
+                       " has something mounted on it (a bind mount); changing it"
+                       " would change the file mounted there: umount " +
+                       shown(spec.name) + " and rerun",
+                   EBUSY));
+        return false;
+    }
+    if (!dry_run_) {
+        const SafeDir& d = **dir;
+        Status status;
+        if (kind == Change::Kind::Repair) {
+            status = change_in_place(
+                st.st_mode & kPermissionBits, acl.access,
+                st.st_uid != spec.uid || st.st_gid != spec.gid, spec.mode,
+                [&](unsigned mode) { return d.chmod(leaf, mode); },
+                [&] { return d.remove_acl(leaf); },
+                [&] { return d.chown(leaf, spec.uid, spec.gid); });
+        } else {
+            // Made with mode 0 and without the ACL a default ACL of the
+            // directory would give it, then owned, then opened up; a wrong
+            // node is replaced by a rename, so the name never shows a node
+            // with the wrong rights.
+            bool replace = kind == Change::Kind::Replace;
+            std::string temp = replace ? temp_name(leaf) : leaf;
+            status = d.make_char_node(temp, spec.major, spec.minor);
+            if (status) {
+                if (!(status = d.remove_acl(temp)) ||
+                    !(status = d.chown(temp, spec.uid, spec.gid)) ||
+                    !(status = d.chmod(temp, spec.mode)) ||
+                    (replace && !(status = d.rename(temp, leaf)))) {
+                    ::unlinkat(d.fd(), temp.c_str(), 0); // never leave a half-made node
+                }
+            }
+        }
+        if (!status) {
+            fail(Change::Target::Node, spec.name, status.error());
+            return false;
+        }
+    }
+    record(kind, Change::Target::Node, spec.name, detail);
+    return true;
+}
+
+void Reconciler::link(const LinkSpec& spec) {
+    std::string leaf;
+    auto dir = dir_of(Change::Target::Link, spec.name, &leaf);
+    if (!dir) {
+        return;
+    }
+    EntryState state;
+    if (*dir != nullptr) {
+        auto inspected = (*dir)->inspect(leaf);
+        if (!inspected) {
+            fail(Change::Target::Link, spec.name, inspected.error());
+            return;
+        }
+        state = std::move(*inspected);
+    }
+    Change::Kind kind = Change::Kind::Unchanged;
+    std::string detail = "-> " + spec.target;
+    if (!state.exists) {
+        kind = Change::Kind::Create;
+    } else if (S_ISDIR(state.st.st_mode)) {
+        fail(Change::Target::Link, spec.name,
+             error(shown(spec.name) + " is a directory; move it away and rerun", EISDIR));
+        return;
+    } else if (!S_ISLNK(state.st.st_mode) || state.link_target != spec.target) {
+        kind = Change::Kind::Replace;
+        detail = "was " +
+                 (S_ISLNK(state.st.st_mode) ? "-> " + state.link_target : describe_type(state.st)) +
+                 ", now -> " + spec.target;
+    } else {
+        record(kind, Change::Target::Link, spec.name, detail);
+        return;
+    }
+    if (!dry_run_) {
+        // symlinkat() is atomic for a missing name; a wrong entry is
+        // replaced by a rename over it.
+        const SafeDir& d = **dir;
+        bool replace = kind == Change::Kind::Replace;
+        std::string temp = replace ? temp_name(leaf) : leaf;
+        Status status = d.symlink(spec.target, temp);
+        if (status && replace && !(status = d.rename(temp, leaf))) {
+            ::unlinkat(d.fd(), temp.c_str(), 0);
+        }
+        if (!status) {
+            fail(Change::Target::Link, spec.name, status.error());
+            return;
+        }
+    }
+    record(kind, Change::Target::Link, spec.name, detail);
+}
+
+void Reconciler::remove_if_ours(const std::string& name, bool is_link, const std::string& node_name,
+                                dev_t rdev) {
+    Change::Target target = is_link ? Change::Target::Link : Change::Target::Node;
+    std::string leaf;
+    auto dir = dir_of(target, name, &leaf);
+    if (!dir || *dir == nullptr) {
+        return;
+    }
+    auto state = (*dir)->inspect(leaf);
+    if (!state) {
+        fail(target, name, state.error());
+        return;
+    }
+    if (!state->exists) {
+        return;
+    }
+    const struct stat& st = state->st;
+    bool ours = is_link ? S_ISLNK(st.st_mode) && state->link_target == "../" + node_name
+                        : S_ISCHR(st.st_mode) && st.st_rdev == rdev;
+    if (!ours) {
+        record(Change::Kind::Unchanged, target, name,
+               "is " + describe_type(st) + ", not ours; left alone");
+        return;
+    }
+    if (!dry_run_) {
+        if (auto removed = (*dir)->unlink(leaf); !removed) {
+            fail(target, name, removed.error());
+            return;
+        }
+    }
+    record(Change::Kind::Remove, target, name,
+           is_link ? "-> " + state->link_target : describe_type(st));
 }
 
 } // namespace
@@ -369,91 +498,42 @@ const char* change_kind_name(Change::Kind kind) {
 }
 
 size_t ReconcileResult::count(Change::Kind kind) const {
-    size_t n = 0;
-    for (const Change& change : changes) {
-        n += change.kind == kind ? 1 : 0;
-    }
-    return n;
+    return static_cast<size_t>(std::count_if(changes.begin(), changes.end(),
+                                             [&](const Change& c) { return c.kind == kind; }));
 }
 
-Result<UniqueFd> lock_run_dir(const Sysroot& root) {
-    auto dir = root.open_dir_nofollow("run/gpuinit", true, 0755);
-    if (!dir) {
-        return dir.error();
+ReconcileResult reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run,
+                          Diagnostics& diagnostics) {
+    Reconciler reconciler(root, dry_run, true, diagnostics);
+    for (const DirSpec& dir : plan.dirs) {
+        reconciler.directory(dir);
     }
-    UniqueFd lock(::openat(dir->get(), "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!lock.valid()) {
-        return errno_error("cannot open lock " + root.display("run/gpuinit/lock"));
+    for (const DirSpec& dir : plan.dirs) {
+        reconciler.leftovers(dir.name);
     }
-    while (::flock(lock.get(), LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            return errno_error("cannot lock " + root.display("run/gpuinit/lock"));
-        }
-    }
-    return lock;
-}
-
-Result<ReconcileResult> reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run) {
-    ReconcileResult result;
-    DevDirs dirs(root, !dry_run);
     std::vector<std::string> failed_nodes;
     for (const NodeSpec& node : plan.nodes) {
-        result.changes.push_back(reconcile_node(dirs, root, node, dry_run));
-        if (result.changes.back().kind == Change::Kind::Failed) {
+        if (!reconciler.node(node)) {
             failed_nodes.push_back("../" + node.name);
         }
     }
     for (const LinkSpec& link : plan.links) {
         // A link to a node that could not be made would only dangle.
-        if (std::find(failed_nodes.begin(), failed_nodes.end(), link.target) !=
+        if (std::find(failed_nodes.begin(), failed_nodes.end(), link.target) ==
             failed_nodes.end()) {
-            continue;
+            reconciler.link(link);
         }
-        result.changes.push_back(reconcile_link(dirs, root, link, dry_run));
     }
-    return result;
+    return std::move(reconciler.result);
 }
 
-Result<ReconcileResult> remove_gpu_nodes(const Sysroot& root, unsigned major, unsigned minor,
-                                         bool dry_run) {
-    ReconcileResult result;
-    DevDirs dirs(root, false);
-    std::string node_name = "nvidia" + std::to_string(minor);
-    std::string link_name = char_link_name(major, minor);
-    for (const std::string& name : {node_name, link_name}) {
-        bool is_link = name == link_name;
-        std::string shown = root.display("dev/" + name);
-        std::string leaf;
-        auto dirfd = dirs.dir_for(name, &leaf);
-        if (!dirfd) {
-            return dirfd.error();
-        }
-        auto observed = observe(*dirfd, leaf, shown);
-        if (!observed) {
-            return observed.error();
-        }
-        if (!observed->exists) {
-            continue;
-        }
-        const struct stat& st = observed->st;
-        bool ours = is_link ? S_ISLNK(st.st_mode) && observed->link_target == "../" + node_name
-                            : S_ISCHR(st.st_mode) && st.st_rdev == makedev(major, minor);
-        if (!ours) {
-            result.changes.push_back({Change::Kind::Unchanged, name,
-                                      "is " + describe_type(st) + ", not ours; left alone",
-                                      is_link});
-            continue;
-        }
-        if (!dry_run && ::unlinkat(*dirfd, leaf.c_str(), 0) != 0) {
-            result.changes.push_back({Change::Kind::Failed, name,
-                                      errno_error("cannot remove " + shown).message, is_link});
-            continue;
-        }
-        result.changes.push_back({Change::Kind::Remove, name,
-                                  is_link ? "-> " + observed->link_target : describe_type(st),
-                                  is_link});
-    }
-    return result;
+ReconcileResult remove_gpu_nodes(const Sysroot& root, unsigned major, unsigned minor, bool dry_run,
+                                 Diagnostics& diagnostics) {
+    Reconciler reconciler(root, dry_run, false, diagnostics);
+    std::string node_name = gpu_node_name(minor);
+    reconciler.remove_if_ours(node_name, false, node_name, makedev(major, minor));
+    reconciler.remove_if_ours(char_link_name(major, minor), true, node_name, 0);
+    return std::move(reconciler.result);
 }
 
 } // namespace gpuinit

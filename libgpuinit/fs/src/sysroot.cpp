@@ -3,16 +3,46 @@
 #include "gpuinit/base/text.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <memory>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace gpuinit {
 
 namespace {
+
+// openat2(2) appeared in Linux 5.6; seccomp filters that predate it answer
+// EPERM. Once seen, lookups use openat() relative to the root fd, which
+// follows an absolute symlink out of the root (documented in
+// docs/architecture.md).
+std::atomic<bool> g_openat2_missing{false};
+
+int open_in_root(int root_fd, const char* rel, int flags) {
+    if (!g_openat2_missing.load(std::memory_order_relaxed)) {
+        struct open_how how {};
+        how.flags = static_cast<uint64_t>(flags);
+        how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+        int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, rel, &how, sizeof how));
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) {
+            return fd;
+        }
+        g_openat2_missing.store(true, std::memory_order_relaxed);
+    }
+    return ::openat(root_fd, rel, flags);
+}
+
+// Closes a DIR* exactly once, on every return path.
+struct DirCloser {
+    void operator()(DIR* dir) const { ::closedir(dir); }
+};
+
+} // namespace
 
 std::string_view strip_slashes(std::string_view rel) {
     while (!rel.empty() && rel.front() == '/') {
@@ -24,26 +54,29 @@ std::string_view strip_slashes(std::string_view rel) {
     return rel;
 }
 
-// Closes a DIR* exactly once, on every return path.
-struct DirCloser {
-    void operator()(DIR* dir) const { ::closedir(dir); }
-};
-
-} // namespace
-
 Result<Sysroot> Sysroot::open(std::string_view root) {
-    std::string normalized(root.empty() ? "/" : root);
+    if (root.empty()) {
+        return error("the root is empty; give a directory (--root /, or the copy of a machine)",
+                     EINVAL);
+    }
+    std::string normalized(root);
     while (normalized.size() > 1 && normalized.back() == '/') {
         normalized.pop_back();
     }
-    struct stat st {};
-    if (::stat(normalized.c_str(), &st) != 0) {
+    UniqueFd fd(::open(normalized.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!fd.valid()) {
+        if (errno == ENOTDIR) {
+            return error("root " + normalized + " is not a directory", ENOTDIR);
+        }
         return errno_error("root " + normalized);
     }
-    if (!S_ISDIR(st.st_mode)) {
-        return Error{ENOTDIR, "root " + normalized + " is not a directory"};
+    struct stat st {};
+    struct stat host {};
+    if (::fstat(fd.get(), &st) != 0 || ::stat("/", &host) != 0) {
+        return errno_error("cannot stat root " + normalized);
     }
-    return Sysroot(std::move(normalized));
+    bool is_host = st.st_dev == host.st_dev && st.st_ino == host.st_ino;
+    return Sysroot(std::move(fd), is_host ? std::string("/") : std::move(normalized), is_host);
 }
 
 std::string Sysroot::path(std::string_view rel) const {
@@ -57,22 +90,54 @@ std::string Sysroot::path(std::string_view rel) const {
 }
 
 std::string Sysroot::display(std::string_view rel) const {
-    if (is_host()) {
-        return "/" + std::string(strip_slashes(rel));
-    }
     return path(rel);
 }
 
-Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) const {
-    std::string full = path(rel);
-    UniqueFd fd(::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+Result<UniqueFd> Sysroot::resolve(std::string_view rel, int flags) const {
+    std::string relative(strip_slashes(rel));
+    if (relative.empty()) {
+        relative = ".";
+    }
+    // openat2() refuses O_PATH with anything but O_DIRECTORY, O_NOFOLLOW
+    // and O_CLOEXEC.
+    flags |= O_CLOEXEC | ((flags & O_PATH) != 0 ? 0 : O_NOCTTY);
+    UniqueFd fd(open_in_root(fd_.get(), relative.c_str(), flags));
     if (!fd.valid()) {
         return errno_error("cannot open " + display(rel));
+    }
+    return fd;
+}
+
+Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
+    auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
+    if (!fd) {
+        return fd;
+    }
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) {
+        return errno_error("cannot stat " + display(rel));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return error(display(rel) + " is not a regular file (" +
+                         (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                          : S_ISDIR(st.st_mode)  ? "a directory"
+                          : S_ISSOCK(st.st_mode) ? "a socket"
+                                                 : "a device") +
+                         "); refusing to read it (replace it with the real file)",
+                     EINVAL);
+    }
+    return fd;
+}
+
+Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) const {
+    auto fd = open_file(rel);
+    if (!fd) {
+        return fd.error();
     }
     std::string data;
     char buffer[8192];
     for (;;) {
-        ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+        ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -84,23 +149,85 @@ Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) c
         }
         data.append(buffer, static_cast<size_t>(n));
         if (data.size() > max_bytes) {
-            return Error{EFBIG, format("%s is larger than %zu bytes; refusing to parse it",
-                                       display(rel).c_str(), max_bytes)};
+            return error(format("%s is larger than %zu bytes; refusing to parse it",
+                                display(rel).c_str(), max_bytes),
+                         EFBIG);
         }
     }
     return data;
 }
 
-bool Sysroot::exists(std::string_view rel) const {
-    return ::access(path(rel).c_str(), F_OK) == 0;
+Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
+                              const std::function<Status(std::string_view, size_t)>& line) const {
+    auto fd = open_file(rel);
+    if (!fd) {
+        return fd.error();
+    }
+    std::string pending;
+    size_t number = 0;
+    char buffer[16384];
+    for (;;) {
+        ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno_error("cannot read " + display(rel));
+        }
+        if (n == 0) {
+            break;
+        }
+        pending.append(buffer, static_cast<size_t>(n));
+        size_t start = 0;
+        for (size_t end = pending.find('\n'); end != std::string::npos;
+             end = pending.find('\n', start)) {
+            if (end - start > max_line) {
+                break; // reported below, with its number
+            }
+            if (auto status = line(std::string_view(pending).substr(start, end - start), ++number);
+                !status) {
+                return status;
+            }
+            start = end + 1;
+        }
+        pending.erase(0, start);
+        if (pending.size() > max_line && pending.find('\n') > max_line) {
+            return error(format("%s:%zu: line longer than %zu bytes; refusing to parse it",
+                                display(rel).c_str(), number + 1, max_line),
+                         EFBIG);
+        }
+    }
+    if (!pending.empty()) {
+        return line(pending, ++number);
+    }
+    return {};
+}
+
+Result<bool> Sysroot::exists(std::string_view rel) const {
+    auto fd = resolve(rel, O_PATH);
+    if (fd) {
+        return true;
+    }
+    if (fd.error().code == ENOENT || fd.error().code == ENOTDIR) {
+        return false;
+    }
+    return fd.error();
+}
+
+Result<UniqueFd> Sysroot::open_dir(std::string_view rel) const {
+    return resolve(rel, O_RDONLY | O_DIRECTORY);
 }
 
 Result<std::vector<std::string>> Sysroot::list_dir(std::string_view rel) const {
-    std::string full = path(rel);
-    std::unique_ptr<DIR, DirCloser> dir(::opendir(full.c_str()));
+    auto fd = open_dir(rel);
+    if (!fd) {
+        return os_error(fd.error().code, "cannot list " + display(rel));
+    }
+    std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd->get()));
     if (!dir) {
         return errno_error("cannot list " + display(rel));
     }
+    fd->release(); // the DIR owns it now
     std::vector<std::string> names;
     for (;;) {
         errno = 0;
@@ -119,46 +246,6 @@ Result<std::vector<std::string>> Sysroot::list_dir(std::string_view rel) const {
     }
     std::sort(names.begin(), names.end());
     return names;
-}
-
-Result<UniqueFd> Sysroot::open_dir_nofollow(std::string_view rel, bool create, mode_t mode) const {
-    // The root itself is the admin's choice and trusted; everything below it
-    // is walked without following links.
-    UniqueFd dir(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir.valid()) {
-        return errno_error("cannot open root " + root_);
-    }
-    rel = strip_slashes(rel);
-    std::string walked;
-    while (!rel.empty()) {
-        size_t slash = rel.find('/');
-        std::string component(rel.substr(0, slash));
-        rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
-        walked += '/';
-        walked += component;
-        if (component.empty() || component == "." || component == "..") {
-            return Error{EINVAL, "refusing path component '" + component + "' in " + walked};
-        }
-        int fd =
-            ::openat(dir.get(), component.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT && create) {
-            if (::mkdirat(dir.get(), component.c_str(), mode) != 0 && errno != EEXIST) {
-                return errno_error("cannot create directory " + display(walked));
-            }
-            fd = ::openat(dir.get(), component.c_str(),
-                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        }
-        if (fd < 0) {
-            if (errno == ELOOP || errno == ENOTDIR) {
-                return Error{errno, display(walked) +
-                                        " is a symlink or not a directory; refusing to follow it"
-                                        " (remove it and rerun)"};
-            }
-            return errno_error("cannot open directory " + display(walked));
-        }
-        dir.reset(fd);
-    }
-    return dir;
 }
 
 } // namespace gpuinit

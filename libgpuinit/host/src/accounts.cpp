@@ -2,6 +2,8 @@
 
 #include "gpuinit/base/text.hpp"
 
+#include <cerrno>
+
 #ifndef GPUINIT_USE_NSS
 #define GPUINIT_USE_NSS 0
 #endif
@@ -58,57 +60,64 @@ bool valid_account_name(std::string_view name) {
     return !all_digits;
 }
 
-AccountDb AccountDb::load(const Sysroot& root) {
+Result<AccountDb> AccountDb::load(const Sysroot& root, Diagnostics& diagnostics) {
     AccountDb db;
-    if (auto passwd = root.read_file("etc/passwd")) {
-        db.parse(*passwd, root.display("etc/passwd"), false);
-    }
-    if (auto group = root.read_file("etc/group")) {
-        db.parse(*group, root.display("etc/group"), true);
+    for (bool is_group : {false, true}) {
+        const char* rel = is_group ? "etc/group" : "etc/passwd";
+        std::string source = root.display(rel);
+        Status read = root.for_each_line(
+            rel, kMaxAccountLine, [&](std::string_view line, size_t number) -> Status {
+                db.parse_line(line, source, number, is_group, diagnostics);
+                return {};
+            });
+        if (!read && read.error().code != ENOENT) {
+            Diagnostic failed = read.error();
+            failed.message += "; users and groups cannot be resolved, so no node is changed to"
+                              " them (fix the file and rerun)";
+            return failed;
+        }
     }
     db.use_nss_ = GPUINIT_USE_NSS && root.is_host();
     return db;
 }
 
-AccountDb AccountDb::from_text(std::string_view passwd, std::string_view group) {
+AccountDb AccountDb::from_text(std::string_view passwd, std::string_view group,
+                               Diagnostics& diagnostics) {
     AccountDb db;
-    db.parse(passwd, "passwd", false);
-    db.parse(group, "group", true);
+    for (bool is_group : {false, true}) {
+        size_t number = 0;
+        for (std::string_view line : split_lines(is_group ? group : passwd)) {
+            db.parse_line(line, is_group ? "group" : "passwd", ++number, is_group, diagnostics);
+        }
+    }
     return db;
 }
 
-void AccountDb::parse(std::string_view text, std::string_view source, bool is_group) {
-    auto& table = is_group ? groups_ : users_;
-    size_t line_number = 0;
-    for (std::string_view line : split_lines(text)) {
-        ++line_number;
-        if (trim(line).empty() || line.front() == '#') {
-            continue;
-        }
-        // name:password:id:...; only the first three fields matter here.
-        size_t first = line.find(':');
-        size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
-        size_t third = second == std::string_view::npos ? second : line.find(':', second + 1);
-        if (third == std::string_view::npos) {
-            third = line.size();
-        }
-        if (second == std::string_view::npos) {
-            warnings_.push_back(format("%.*s:%zu: malformed line skipped",
-                                       static_cast<int>(source.size()), source.data(),
-                                       line_number));
-            continue;
-        }
-        std::string_view name = line.substr(0, first);
-        auto id = parse_decimal(line.substr(second + 1, third - second - 1), kMaxId);
-        if (!valid_account_name(name) || !id) {
-            warnings_.push_back(format("%.*s:%zu: malformed line skipped",
-                                       static_cast<int>(source.size()), source.data(),
-                                       line_number));
-            continue;
-        }
-        // The first entry wins, as in getgrnam(3) over files.
-        table.emplace(std::string(name), static_cast<unsigned>(*id));
+void AccountDb::parse_line(std::string_view line, std::string_view source, size_t number,
+                           bool is_group, Diagnostics& diagnostics) {
+    if (trim(line).empty() || line.front() == '#') {
+        return;
     }
+    // name:password:id:...; only the first three fields matter here.
+    size_t first = line.find(':');
+    size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    size_t third = second == std::string_view::npos ? second : line.find(':', second + 1);
+    if (third == std::string_view::npos) {
+        third = line.size();
+    }
+    std::optional<uint64_t> id;
+    std::string_view name;
+    if (second != std::string_view::npos) {
+        name = line.substr(0, first);
+        id = parse_decimal(line.substr(second + 1, third - second - 1), kMaxId);
+    }
+    if (!id || !valid_account_name(name)) {
+        diagnostics.warning("malformed line skipped",
+                            Location::in_file(std::string(source), number));
+        return;
+    }
+    // The first entry wins, as in getgrnam(3) over files.
+    (is_group ? groups_ : users_).emplace(std::string(name), static_cast<unsigned>(*id));
 }
 
 std::optional<gid_t> AccountDb::group(std::string_view name) const {

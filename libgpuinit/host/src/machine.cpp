@@ -1,7 +1,9 @@
 #include "gpuinit/host/machine.hpp"
 
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/host/gpu_information.hpp"
 #include "gpuinit/host/pci.hpp"
-#include "gpuinit/host/procfs.hpp"
+#include "gpuinit/host/proc_devices.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,37 +12,79 @@ namespace gpuinit {
 
 namespace {
 
-constexpr std::string_view kGpusDir = "proc/driver/nvidia/gpus";
-
-bool has_gpu(const Machine& machine, const std::string& bdf) {
+bool listed(const Machine& machine, const std::string& bdf) {
     return std::any_of(machine.gpus.begin(), machine.gpus.end(),
-                       [&](const Gpu& gpu) { return gpu.bdf == bdf; });
-}
-
-bool is_unusable(const Machine& machine, const std::string& bdf) {
-    return std::any_of(machine.unusable.begin(), machine.unusable.end(),
+                       [&](const Gpu& gpu) { return gpu.bdf == bdf; }) ||
+           std::any_of(machine.unusable.begin(), machine.unusable.end(),
                        [&](const UnusableGpu& gpu) { return gpu.bdf == bdf; });
 }
 
+// The majors, rejecting what no kernel would register: 0 (unnamed) and 1
+// (mem), and a uvm or caps major equal to the GPUs' (that would make
+// /dev/nvidia-uvm a GPU node and open it to everyone).
+Status read_majors(const Sysroot& root, Machine& machine) {
+    auto text = root.read_file("proc/devices");
+    if (!text) {
+        return text.error();
+    }
+    std::string source = root.display("proc/devices");
+    auto devices = parse_proc_devices(*text, source);
+    if (!devices) {
+        return devices.error();
+    }
+    const char* gpu_name = devices->major("nvidia") ? "nvidia" : "nvidia-frontend";
+    machine.nvidia_major = devices->major(gpu_name);
+    machine.uvm_major = devices->major("nvidia-uvm");
+    machine.caps_major = devices->major("nvidia-caps");
+    machine.modeset_loaded = devices->major("nvidia-modeset").has_value() ||
+                             root.exists("sys/module/nvidia_modeset").value_or(false);
+    for (const char* name : {gpu_name, "nvidiactl", "nvidia-uvm", "nvidia-caps"}) {
+        auto major = devices->major(name);
+        if (major && *major <= 1) {
+            return parse_error(source, devices->line_of(name),
+                               format("%s has major %u, which no driver gets (0 is unnamed, 1 is"
+                                      " mem); nothing was changed",
+                                      name, *major));
+        }
+    }
+    for (const char* name : {"nvidia-uvm", "nvidia-caps"}) {
+        auto major = devices->major(name);
+        if (major && machine.nvidia_major && *major == *machine.nvidia_major) {
+            return parse_error(source, devices->line_of(name),
+                               format("%s has major %u, the GPUs' own; its nodes would open the"
+                                      " GPUs to everyone, so nothing was changed",
+                                      name, *major));
+        }
+    }
+    return {};
+}
+
 void read_driver_view(const Sysroot& root, const std::vector<std::string>& entries,
-                      Machine& machine) {
+                      Machine& machine, Diagnostics& diagnostics) {
     for (const std::string& entry : entries) {
+        std::string dir = std::string(kDriverGpusPath) + "/" + entry;
         auto bdf = normalize_bdf(entry);
         if (!bdf) {
-            machine.warnings.push_back(root.display(std::string(kGpusDir) + "/" + entry) +
-                                       ": not a PCI address; ignored");
+            diagnostics.warning(root.display(dir) + ": not a PCI address; ignored");
             continue;
         }
-        std::string rel = std::string(kGpusDir) + "/" + entry + "/information";
-        auto text = root.read_file(rel, 64u << 10);
+        std::string rel = dir + "/information";
+        std::string source = root.display(rel);
+        auto text = root.read_file(rel);
         if (!text) {
-            machine.unusable.push_back({*bdf, text.error().message, true});
+            machine.unusable.push_back({*bdf, text.error().text(), Severity::Error});
             continue;
         }
-        auto info = parse_gpu_information(*text, root.display(rel));
+        auto info = parse_gpu_information(*text, source);
         if (!info) {
-            machine.unusable.push_back({*bdf, info.error().message, true});
+            machine.unusable.push_back({*bdf, info.error().text(), Severity::Error});
             continue;
+        }
+        if (!info->bus_location.empty() && normalize_bdf(info->bus_location) != *bdf) {
+            diagnostics.warning(format("%s:%zu: Bus Location is %s, not %s as the directory says;"
+                                       " the directory's address is used",
+                                       source.c_str(), info->bus_location_line,
+                                       quote(info->bus_location).c_str(), bdf->c_str()));
         }
         if (info->excluded) {
             machine.unusable.push_back({*bdf, "excluded by the driver (NVreg_ExcludedGpus)"});
@@ -50,82 +94,117 @@ void read_driver_view(const Sysroot& root, const std::vector<std::string>& entri
                                   [&](const Gpu& gpu) { return gpu.minor == info->minor; });
         if (clash != machine.gpus.end()) {
             machine.unusable.push_back({*bdf,
-                                        root.display(rel) + ": Device Minor " +
-                                            std::to_string(info->minor) + " is already used by " +
-                                            clash->bdf,
-                                        true});
+                                        format("%s: Device Minor %u is already used by %s",
+                                               source.c_str(), info->minor, clash->bdf.c_str()),
+                                        Severity::Error});
             continue;
         }
         machine.gpus.push_back(Gpu{*bdf, info->minor, info->uuid, info->model});
     }
 }
 
+// Two GPUs that report one UUID cannot be told apart by a UUID rule: both
+// lose their node rather than one getting the other's access.
+void reject_duplicate_uuids(Machine& machine) {
+    std::vector<Gpu> kept;
+    for (const Gpu& gpu : machine.gpus) {
+        auto twin = std::find_if(machine.gpus.begin(), machine.gpus.end(), [&](const Gpu& other) {
+            return &other != &gpu && !gpu.uuid.empty() && same_uuid(other.uuid, gpu.uuid);
+        });
+        if (twin == machine.gpus.end()) {
+            kept.push_back(gpu);
+            continue;
+        }
+        machine.unusable.push_back(
+            {gpu.bdf,
+             format("it reports UUID %s, as does %s: the driver's view is inconsistent and a"
+                    " UUID rule cannot tell them apart (check the driver and"
+                    " /proc/driver/nvidia/gpus/*/information)",
+                    gpu.uuid.c_str(), twin->bdf.c_str()),
+             Severity::Error});
+    }
+    machine.gpus = std::move(kept);
+}
+
 } // namespace
 
-Result<Machine> discover_machine(const Sysroot& root) {
+std::string Gpu::subject() const {
+    return format("GPU %u (%s)", minor, bdf.c_str());
+}
+
+Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
+                                 const PciNeed& pci) {
     Machine machine;
-    if (root.exists("proc/devices")) {
-        auto text = root.read_file("proc/devices");
-        if (!text) {
-            return text.error();
+    auto have_devices = root.exists("proc/devices");
+    if (!have_devices) {
+        return have_devices.error();
+    }
+    if (*have_devices) {
+        if (auto read = read_majors(root, machine); !read) {
+            return read.error();
         }
-        auto devices = parse_proc_devices(*text, root.display("proc/devices"));
-        if (!devices) {
-            return devices.error();
-        }
-        machine.nvidia_major = devices->major("nvidia");
-        if (!machine.nvidia_major) {
-            machine.nvidia_major = devices->major("nvidia-frontend");
-            machine.legacy_frontend = machine.nvidia_major.has_value();
-        }
-        machine.uvm_major = devices->major("nvidia-uvm");
-        machine.modeset_loaded = devices->major("nvidia-modeset").has_value() ||
-                                 root.exists("sys/module/nvidia_modeset");
     }
 
-    auto driver_entries = root.list_dir(kGpusDir);
+    auto driver_entries = root.list_dir(kDriverGpusPath);
     if (!driver_entries && driver_entries.error().code != ENOENT) {
         // Present but unreadable (EACCES, ENOTDIR, ELOOP): guessing minors
         // from PCI order here would hide a broken /proc behind a warning.
-        return Error{driver_entries.error().code,
-                     driver_entries.error().message +
-                         "; the driver's GPU minors cannot be read, nothing was changed (check"
-                         " that proc is mounted and " +
-                         root.display(kGpusDir) + " is the driver's directory)"};
+        Diagnostic broken = driver_entries.error();
+        broken.message += "; the driver's GPU minors cannot be read, nothing was changed (check"
+                          " that proc is mounted and " +
+                          root.display(kDriverGpusPath) + " is the driver's directory)";
+        return broken;
     }
     machine.minors_from_driver = driver_entries.ok();
     if (driver_entries) {
-        read_driver_view(root, *driver_entries, machine);
+        read_driver_view(root, *driver_entries, machine, diagnostics);
+        reject_duplicate_uuids(machine);
     }
 
-    auto pci = scan_pci(root);
-    if (!pci) {
-        // Without the driver's view the minors must come from PCI order.
-        if (!machine.minors_from_driver && machine.nvidia_major) {
-            return pci.error();
+    // Without the driver's view, every minor is a guess from PCI order.
+    PciNeed need = machine.minors_from_driver ? pci : PciNeed{};
+    if (need.scope != PciNeed::Scope::None) {
+        std::optional<std::string> only;
+        if (need.scope == PciNeed::Scope::One) {
+            only = need.bdf;
         }
-        // The GPUs the driver lists still get their nodes; only the check
-        // for GPUs it does not list is lost, which the admin must hear of.
-        machine.errors.push_back(pci.error().message +
-                                 "; GPUs not bound to the nvidia driver cannot be checked (fix"
-                                 " or remove that entry and rerun)");
-    } else {
-        unsigned next_guess = 0;
-        for (const PciFunction& function : *pci) {
-            if (!is_nvidia_gpu(function)) {
-                continue;
+        auto gpus = scan_nvidia_gpus(root, only);
+        if (!gpus) {
+            if (!machine.minors_from_driver && machine.nvidia_major) {
+                return gpus.error();
             }
-            if (!machine.minors_from_driver) {
+            // The GPUs the driver lists still get their nodes; only the check
+            // for GPUs it does not list is lost, which the admin must hear of.
+            diagnostics.error(gpus.error().text() +
+                              "; GPUs not bound to the nvidia driver cannot be checked (fix or"
+                              " remove that entry and rerun)");
+        } else if (machine.minors_from_driver) {
+            for (const PciFunction& function : *gpus) {
+                if (!listed(machine, function.bdf)) {
+                    machine.unusable.push_back(
+                        {function.bdf, "not bound to the nvidia driver (vfio-pci, or excluded)"});
+                }
+            }
+        } else {
+            unsigned next_guess = 0;
+            for (const PciFunction& function : *gpus) {
+                // 254 and 255 are nvidia-modeset's and nvidiactl's.
+                if (next_guess > kMaxGpuMinor) {
+                    machine.unusable.push_back(
+                        {function.bdf,
+                         format("more than %u GPUs in PCI order and no driver view to take minors"
+                                " from; load a driver that has /proc/driver/nvidia/gpus",
+                                kMaxGpuMinor + 1),
+                         Severity::Error});
+                    continue;
+                }
                 machine.gpus.push_back(Gpu{function.bdf, next_guess++, {}, {}});
-            } else if (!has_gpu(machine, function.bdf) && !is_unusable(machine, function.bdf)) {
-                machine.unusable.push_back(
-                    {function.bdf, "not bound to the nvidia driver (vfio-pci, or excluded)"});
             }
-        }
-        if (!machine.minors_from_driver && machine.nvidia_major) {
-            machine.warnings.push_back(root.display(kGpusDir) +
-                                       " is absent: minors guessed from PCI order, which is"
-                                       " wrong when the driver probes in another order");
+            if (machine.nvidia_major) {
+                diagnostics.warning(root.display(kDriverGpusPath) +
+                                    " is absent: minors guessed from PCI order, which is wrong"
+                                    " when the driver probes in another order");
+            }
         }
     }
     std::sort(machine.gpus.begin(), machine.gpus.end(),

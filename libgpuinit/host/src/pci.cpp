@@ -1,105 +1,27 @@
 #include "gpuinit/host/pci.hpp"
 
-extern "C" {
-#include <pci/pci.h>
-}
-
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/base/unique_fd.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <csetjmp>
-#include <cstdarg>
-#include <cstdio>
+#include <dirent.h>
+#include <fcntl.h>
+#include <memory>
+#include <sys/stat.h>
 #include <tuple>
+#include <unistd.h>
 
 namespace gpuinit {
 
 namespace {
 
-// libpci declares its error callback noreturn and exit(1)s by default; a
-// malformed sysfs entry must become an Error instead. The callback records
-// the message and longjmps back into scan_with_libpci(), whose frame holds
-// nothing with a destructor between setjmp and the libpci calls.
-thread_local std::jmp_buf* t_pci_escape = nullptr;
-thread_local char t_pci_message[512];
-
-// GNU attribute syntax: libpci's callback type carries noreturn in its type.
-__attribute__((noreturn, format(printf, 1, 2))) void on_pci_error(char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    // clang-analyzer 14 misses the va_start above in this noreturn function.
-    // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-    std::vsnprintf(t_pci_message, sizeof t_pci_message, fmt, args);
-    va_end(args);
-    std::longjmp(*t_pci_escape, 1);
-}
-
-__attribute__((format(printf, 1, 2))) void on_pci_warning(char* /*fmt*/, ...) {}
-
-struct RawFunction {
-    int domain;
-    unsigned bus, dev, func;
-    uint16_t vendor, device, device_class;
+struct Address {
+    unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+    auto key() const { return std::tie(domain, bus, dev, fn); }
 };
 
-// Plain C-style scan; returns false with t_pci_message set on failure.
-bool scan_with_libpci(const char* sysfs_path, std::vector<RawFunction>* out) {
-    std::jmp_buf escape;
-    struct pci_access* volatile access = pci_alloc();
-    if (access == nullptr) {
-        std::snprintf(t_pci_message, sizeof t_pci_message, "pci_alloc failed");
-        return false;
-    }
-    access->method = PCI_ACCESS_SYS_BUS_PCI;
-    access->error = on_pci_error;
-    access->warning = on_pci_warning;
-    access->debug = on_pci_warning;
-    t_pci_escape = &escape;
-    if (setjmp(escape) != 0) {
-        t_pci_escape = nullptr;
-        pci_cleanup(access);
-        return false;
-    }
-    pci_set_param(access, const_cast<char*>("sysfs.path"), const_cast<char*>(sysfs_path));
-    pci_init(access);
-    pci_scan_bus(access);
-    for (struct pci_dev* dev = access->devices; dev != nullptr; dev = dev->next) {
-        pci_fill_info(dev, PCI_FILL_IDENT | PCI_FILL_CLASS);
-        out->push_back(RawFunction{dev->domain, dev->bus, dev->dev, dev->func, dev->vendor_id,
-                                   dev->device_id, dev->device_class});
-    }
-    t_pci_escape = nullptr;
-    pci_cleanup(access);
-    return true;
-}
-
-} // namespace
-
-Result<std::vector<PciFunction>> scan_pci(const Sysroot& root) {
-    std::string sysfs = root.path("sys/bus/pci");
-    if (!root.exists("sys/bus/pci/devices")) {
-        return Error{ENOENT, root.display("sys/bus/pci/devices") + " does not exist"};
-    }
-    std::vector<RawFunction> raw;
-    if (!scan_with_libpci(sysfs.c_str(), &raw)) {
-        return Error{EINVAL, "libpci on " + root.display("sys/bus/pci/devices") + ": " +
-                                 std::string(t_pci_message)};
-    }
-    std::sort(raw.begin(), raw.end(), [](const RawFunction& a, const RawFunction& b) {
-        return std::tie(a.domain, a.bus, a.dev, a.func) < std::tie(b.domain, b.bus, b.dev, b.func);
-    });
-    std::vector<PciFunction> functions;
-    functions.reserve(raw.size());
-    for (const RawFunction& r : raw) {
-        functions.push_back(PciFunction{
-            format("%04x:%02x:%02x.%u", static_cast<unsigned>(r.domain), r.bus, r.dev, r.func),
-            r.vendor, r.device, r.device_class});
-    }
-    return functions;
-}
-
-std::optional<std::string> normalize_bdf(std::string_view text) {
+std::optional<Address> parse_bdf(std::string_view text) {
     // [domain:]bus:dev.fn, all hex; domain up to 8 digits, bus 2, dev 2, fn 1.
     std::string_view domain_text = "0";
     size_t first = text.find(':');
@@ -128,8 +50,134 @@ std::optional<std::string> normalize_bdf(std::string_view text) {
     if (!domain || !bus || !dev || !fn) {
         return std::nullopt;
     }
-    return format("%04x:%02x:%02x.%x", static_cast<unsigned>(*domain), static_cast<unsigned>(*bus),
-                  static_cast<unsigned>(*dev), static_cast<unsigned>(*fn));
+    return Address{static_cast<unsigned>(*domain), static_cast<unsigned>(*bus),
+                   static_cast<unsigned>(*dev), static_cast<unsigned>(*fn)};
+}
+
+std::string canonical(const Address& a) {
+    return format("%04x:%02x:%02x.%x", a.domain, a.bus, a.dev, a.fn);
+}
+
+// A sysfs attribute such as "0x10de\n", read relative to the devices fd.
+Result<uint32_t> read_hex_attribute(int devices_fd, const std::string& entry, const char* name,
+                                    uint32_t max, const Sysroot& root) {
+    std::string rel = entry + "/" + name;
+    std::string shown = root.display(std::string(kPciDevicesPath) + "/" + rel);
+    UniqueFd fd(::openat(devices_fd, rel.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    if (!fd.valid()) {
+        return errno_error("cannot open " + shown);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+        return errno_error("cannot stat " + shown);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return error(shown + " is not a regular file; refusing to read it", EINVAL);
+    }
+    char buffer[32];
+    ssize_t n = 0;
+    do {
+        n = ::read(fd.get(), buffer, sizeof buffer);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return errno_error("cannot read " + shown);
+    }
+    std::string_view text = trim(std::string_view(buffer, static_cast<size_t>(n)));
+    if (text.starts_with("0x")) {
+        text.remove_prefix(2);
+    }
+    auto value = parse_hex_digits(text, max);
+    if (!value || static_cast<size_t>(n) == sizeof buffer) {
+        return error(shown + ": " + quote(std::string_view(buffer, static_cast<size_t>(n))) +
+                         " is not a hex number",
+                     EINVAL);
+    }
+    return static_cast<uint32_t>(*value);
+}
+
+// Closes a DIR* exactly once.
+struct DirCloser {
+    void operator()(DIR* dir) const { ::closedir(dir); }
+};
+
+} // namespace
+
+std::optional<std::string> normalize_bdf(std::string_view text) {
+    auto address = parse_bdf(text);
+    if (!address) {
+        return std::nullopt;
+    }
+    return canonical(*address);
+}
+
+Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
+                                                  const std::optional<std::string>& only) {
+    std::string shown_dir = root.display(kPciDevicesPath);
+    auto devices = root.open_dir(kPciDevicesPath);
+    if (!devices) {
+        return devices.error();
+    }
+    std::vector<std::pair<Address, std::string>> entries;
+    if (only) {
+        auto address = parse_bdf(*only);
+        if (!address) {
+            return error(quote(*only) + " is not a PCI address", EINVAL);
+        }
+        // sysfs names it canonically; a missing one is a GPU that is not there.
+        std::string name = canonical(*address);
+        struct stat st {};
+        if (::fstatat(devices->get(), name.c_str(), &st, 0) == 0) {
+            entries.emplace_back(*address, std::move(name));
+        }
+    } else {
+        UniqueFd listing(::openat(devices->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        std::unique_ptr<DIR, DirCloser> dir(listing.valid() ? ::fdopendir(listing.get()) : nullptr);
+        if (!dir) {
+            return errno_error("cannot list " + shown_dir);
+        }
+        listing.release();
+        for (;;) {
+            errno = 0;
+            struct dirent* entry = ::readdir(dir.get());
+            if (entry == nullptr) {
+                if (errno != 0) {
+                    return errno_error("cannot list " + shown_dir);
+                }
+                break;
+            }
+            std::string_view name(entry->d_name);
+            if (name == "." || name == "..") {
+                continue;
+            }
+            auto address = parse_bdf(name);
+            if (!address) {
+                return error(shown_dir + "/" + printable(name) +
+                                 ": not a PCI address (domain:bus:device.function)",
+                             EINVAL);
+            }
+            entries.emplace_back(*address, std::string(name));
+        }
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first.key() < b.first.key(); });
+    std::vector<PciFunction> gpus;
+    for (const auto& [address, name] : entries) {
+        auto vendor = read_hex_attribute(devices->get(), name, "vendor", 0xffff, root);
+        if (!vendor) {
+            return vendor.error();
+        }
+        if (*vendor != kNvidiaVendor) {
+            continue;
+        }
+        auto pci_class = read_hex_attribute(devices->get(), name, "class", 0xffffff, root);
+        if (!pci_class) {
+            return pci_class.error();
+        }
+        if (is_gpu_class(*pci_class)) {
+            gpus.push_back({canonical(address), *pci_class});
+        }
+    }
+    return gpus;
 }
 
 } // namespace gpuinit

@@ -2,11 +2,8 @@
 
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/host/accounts.hpp"
-#include "gpuinit/host/pci.hpp"
-#include "gpuinit/host/procfs.hpp"
 
 #include <cerrno>
-#include <strings.h>
 
 namespace gpuinit {
 
@@ -14,13 +11,122 @@ namespace {
 
 constexpr std::string_view kMinorPlaceholder = "{minor}";
 
-Error line_error(std::string_view source, size_t line, const std::string& what) {
-    return Error{EINVAL, format("%.*s:%zu: %s", static_cast<int>(source.size()), source.data(),
-                                line, what.c_str())};
+// One key=value of a rule. Handlers return an error message, or "" when
+// the value is taken.
+struct KeyHandler {
+    std::string_view key;
+    bool names_subject; // gpu= and control=: exactly one per rule
+    std::string (*apply)(std::string_view value, Policy::Entry& entry);
+};
+
+std::string apply_gpu(std::string_view value, Policy::Entry& entry) {
+    if (value == "*") {
+        entry.subject = Policy::Subject::AnyGpu;
+        return {};
+    }
+    auto selector = GpuSelector::parse(value);
+    if (!selector) {
+        return "gpu=" + shorten(value) + " is not a minor (0-253), a PCI address, a GPU UUID or *";
+    }
+    entry.subject = Policy::Subject::Gpu;
+    entry.gpu = std::move(*selector);
+    return {};
 }
 
-bool same_uuid(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+std::string apply_control(std::string_view value, Policy::Entry& entry) {
+    if (value == "*") {
+        entry.subject = Policy::Subject::AnyControl;
+        return {};
+    }
+    for (std::string_view node : kControlNodes) {
+        if (node == value) {
+            entry.subject = Policy::Subject::Control;
+            entry.control = value;
+            return {};
+        }
+    }
+    return "control=" + shorten(value) +
+           " is not nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset or *";
+}
+
+std::string apply_group(std::string_view value, Policy::Entry& entry) {
+    std::string check(value);
+    if (size_t at = check.find(kMinorPlaceholder); at != std::string::npos) {
+        if (check.find(kMinorPlaceholder, at + 1) != std::string::npos) {
+            return "group=" + shorten(value) + ": {minor} may appear once";
+        }
+        check.replace(at, kMinorPlaceholder.size(), "0");
+    }
+    if (!valid_account_name(check)) {
+        return "group=" + shorten(value) + " is not a valid group name";
+    }
+    entry.rule.group = value;
+    return {};
+}
+
+std::string apply_mode(std::string_view value, Policy::Entry& entry) {
+    auto mode = parse_octal(value, 0777);
+    if (!mode || value.size() < 3 || value.front() != '0') {
+        return "mode=" + shorten(value) + " is not an octal mode 0000-0777 (such as 0660)";
+    }
+    entry.rule.mode = static_cast<unsigned>(*mode);
+    return {};
+}
+
+std::string apply_owner(std::string_view value, Policy::Entry& entry) {
+    if (!valid_account_name(value)) {
+        return "owner=" + shorten(value) + " is not a valid user name";
+    }
+    entry.rule.owner = value;
+    return {};
+}
+
+constexpr KeyHandler kKeys[] = {
+    {"gpu", true, apply_gpu},    {"control", true, apply_control}, {"group", false, apply_group},
+    {"mode", false, apply_mode}, {"owner", false, apply_owner},
+};
+
+constexpr size_t key_index(std::string_view key) {
+    for (size_t i = 0; i < std::size(kKeys); ++i) {
+        if (kKeys[i].key == key) {
+            return i;
+        }
+    }
+    return std::size(kKeys);
+}
+
+bool is_gpu_rule(const Policy::Entry& entry) {
+    return entry.subject == Policy::Subject::Gpu || entry.subject == Policy::Subject::AnyGpu;
+}
+
+// How specifically `entry` names `gpu`: 0 not at all, 1 gpu=*, 2 minor,
+// 3 PCI address, 4 UUID.
+int specificity(const Policy::Entry& entry, const GpuIdentity& gpu) {
+    if (entry.subject == Policy::Subject::AnyGpu) {
+        return 1;
+    }
+    if (entry.subject != Policy::Subject::Gpu || !entry.gpu->matches(gpu)) {
+        return 0;
+    }
+    switch (entry.gpu->kind()) {
+    case GpuSelector::Kind::Uuid:
+        return 4;
+    case GpuSelector::Kind::Bdf:
+        return 3;
+    case GpuSelector::Kind::Minor:
+        return 2;
+    }
+    return 0;
+}
+
+bool same_subject(const Policy::Entry& a, const Policy::Entry& b) {
+    if (a.subject != b.subject) {
+        return false;
+    }
+    if (a.subject == Policy::Subject::Gpu) {
+        return a.gpu->same_as(*b.gpu);
+    }
+    return a.control == b.control;
 }
 
 std::string expand_group(const std::string& group, unsigned minor) {
@@ -30,36 +136,6 @@ std::string expand_group(const std::string& group, unsigned minor) {
     }
     return group.substr(0, at) + std::to_string(minor) +
            group.substr(at + kMinorPlaceholder.size());
-}
-
-bool is_control_node(std::string_view name) {
-    for (std::string_view node : kControlNodes) {
-        if (node == name) {
-            return true;
-        }
-    }
-    return false;
-}
-
-// How specifically `entry` names `gpu`: 0 not at all, 1 gpu=*, 2 minor,
-// 3 PCI address, 4 UUID.
-int specificity(const Policy::Entry& entry, const GpuIdentity& gpu) {
-    switch (entry.selector) {
-    case Policy::Selector::Uuid:
-        return !gpu.uuid.empty() && same_uuid(entry.key, gpu.uuid) ? 4 : 0;
-    case Policy::Selector::Bdf:
-        return entry.key == gpu.bdf ? 3 : 0;
-    case Policy::Selector::Minor:
-        return entry.minor == gpu.minor ? 2 : 0;
-    case Policy::Selector::AnyGpu:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-std::string origin_of(const std::string& source, size_t line) {
-    return source + ":" + std::to_string(line);
 }
 
 } // namespace
@@ -75,122 +151,61 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
     size_t line_number = 0;
     for (std::string_view raw_line : split_lines(text)) {
         ++line_number;
-        std::string_view line = raw_line.substr(0, raw_line.find('#'));
-        auto words = split_words(line);
+        auto words = split_words(raw_line.substr(0, raw_line.find('#')));
         if (words.empty()) {
             continue;
         }
+        auto fail = [&](std::string what) {
+            return parse_error(source, line_number, std::move(what));
+        };
         Entry entry;
         entry.line = line_number;
-        entry.rule.origin = origin_of(policy.source_, line_number);
-        bool have_selector = false;
-        bool have_group = false;
-        bool have_mode = false;
-        bool have_owner = false;
+        entry.rule.origin = policy.source_ + ":" + std::to_string(line_number);
+        bool seen[std::size(kKeys)] = {};
+        bool have_subject = false;
         for (std::string_view word : words) {
             size_t equals = word.find('=');
             if (equals == std::string_view::npos || equals == 0 || equals + 1 == word.size()) {
-                return line_error(source, line_number,
-                                  "'" + std::string(word) + "' is not key=value");
+                return fail(quote(word) + " is not key=value");
             }
             std::string_view key = word.substr(0, equals);
-            std::string_view value = word.substr(equals + 1);
-            if (key == "gpu" || key == "control") {
-                if (have_selector) {
-                    return line_error(source, line_number,
-                                      "a rule names one gpu= or control=, not two");
-                }
-                have_selector = true;
-                if (key == "control") {
-                    if (value == "*") {
-                        entry.selector = Selector::AnyControl;
-                    } else if (is_control_node(value)) {
-                        entry.selector = Selector::Control;
-                        entry.key = value;
-                    } else {
-                        return line_error(source, line_number,
-                                          "control=" + std::string(value) +
-                                              " is not nvidiactl, nvidia-uvm, nvidia-uvm-tools,"
-                                              " nvidia-modeset or *");
-                    }
-                } else if (value == "*") {
-                    entry.selector = Selector::AnyGpu;
-                } else if (auto minor = parse_decimal(value, kMaxGpuMinor)) {
-                    entry.selector = Selector::Minor;
-                    entry.minor = static_cast<unsigned>(*minor);
-                } else if (auto bdf = normalize_bdf(value)) {
-                    entry.selector = Selector::Bdf;
-                    entry.key = *bdf;
-                } else if (starts_with(value, "GPU-") && value.size() > 4 && value.size() <= 64) {
-                    entry.selector = Selector::Uuid;
-                    entry.key = value;
-                } else {
-                    return line_error(source, line_number,
-                                      "gpu=" + std::string(value) +
-                                          " is not a minor (0-253), a PCI address, a GPU UUID"
-                                          " or *");
-                }
-            } else if (key == "group") {
-                std::string group(value);
-                std::string check = group;
-                if (size_t at = check.find(kMinorPlaceholder); at != std::string::npos) {
-                    check.replace(at, kMinorPlaceholder.size(), "0");
-                }
-                if (have_group || !valid_account_name(check)) {
-                    return line_error(source, line_number,
-                                      have_group ? "group= given twice"
-                                                 : "group=" + group + " is not a valid group name");
-                }
-                entry.rule.group = std::move(group);
-                have_group = true;
-            } else if (key == "mode") {
-                auto mode = parse_octal(value, 0777);
-                if (have_mode || !mode || value.size() < 3 || value.front() != '0') {
-                    return line_error(source, line_number,
-                                      have_mode ? "mode= given twice"
-                                                : "mode=" + std::string(value) +
-                                                      " is not an octal mode 0000-0777 (such as"
-                                                      " 0660)");
-                }
-                entry.rule.mode = static_cast<unsigned>(*mode);
-                have_mode = true;
-            } else if (key == "owner") {
-                if (have_owner || !valid_account_name(value)) {
-                    return line_error(source, line_number,
-                                      have_owner ? "owner= given twice"
-                                                 : "owner=" + std::string(value) +
-                                                       " is not a valid user name");
-                }
-                entry.rule.owner = value;
-                have_owner = true;
-            } else {
-                return line_error(source, line_number,
-                                  "unknown key '" + std::string(key) +
-                                      "' (expected gpu=, control=, group=, mode=, owner=)");
+            const KeyHandler* handler = nullptr;
+            for (const KeyHandler& candidate : kKeys) {
+                handler = candidate.key == key ? &candidate : handler;
+            }
+            if (handler == nullptr) {
+                return fail("unknown key " + quote(key) +
+                            " (expected gpu=, control=, group=, mode=, owner=)");
+            }
+            bool& seen_key = seen[handler - kKeys];
+            if (handler->names_subject && have_subject) {
+                return fail("a rule names one gpu= or control=, not two");
+            }
+            if (seen_key) {
+                return fail(std::string(key) + "= given twice");
+            }
+            seen_key = true;
+            have_subject = have_subject || handler->names_subject;
+            if (std::string problem = handler->apply(word.substr(equals + 1), entry);
+                !problem.empty()) {
+                return fail(std::move(problem));
             }
         }
-        if (!have_selector) {
-            return line_error(source, line_number, "rule names no gpu= or control=");
+        if (!have_subject) {
+            return fail("rule names no gpu= or control=");
         }
-        if (!have_group) {
-            return line_error(source, line_number, "rule has no group=");
+        if (entry.rule.group.empty()) {
+            return fail("rule has no group=");
         }
-        bool for_gpu =
-            entry.selector != Selector::Control && entry.selector != Selector::AnyControl;
-        if (!for_gpu && entry.rule.group.find(kMinorPlaceholder) != std::string::npos) {
-            return line_error(source, line_number, "{minor} is only meaningful in gpu= rules");
+        if (!is_gpu_rule(entry) && entry.rule.group.find(kMinorPlaceholder) != std::string::npos) {
+            return fail("{minor} is only meaningful in gpu= rules");
         }
-        if (!have_mode) {
-            entry.rule.mode = for_gpu ? kDefaultGpuMode : kDefaultControlMode;
+        if (!seen[key_index("mode")]) {
+            entry.rule.mode = is_gpu_rule(entry) ? kDefaultGpuMode : kDefaultControlMode;
         }
         for (const Entry& earlier : policy.entries_) {
-            // UUIDs match case-insensitively, so GPU-AAAA and GPU-aaaa are one selector.
-            bool same_key = entry.selector == Selector::Uuid ? same_uuid(earlier.key, entry.key)
-                                                             : earlier.key == entry.key;
-            if (earlier.selector == entry.selector && same_key && earlier.minor == entry.minor) {
-                return line_error(
-                    source, line_number,
-                    format("same selector as line %zu; keep one of the two", earlier.line));
+            if (same_subject(earlier, entry)) {
+                return fail(format("same selector as line %zu; keep one of the two", earlier.line));
             }
         }
         policy.entries_.push_back(std::move(entry));
@@ -199,10 +214,14 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
 }
 
 Result<Policy> Policy::load(const Sysroot& root) {
-    if (!root.exists(kPolicyPath)) {
+    auto present = root.exists(kPolicyPath);
+    if (!present) {
+        return present.error();
+    }
+    if (!*present) {
         return classic();
     }
-    auto text = root.read_file(kPolicyPath, 1u << 20);
+    auto text = root.read_file(kPolicyPath, kMaxPolicyBytes);
     if (!text) {
         return text.error();
     }
@@ -234,11 +253,11 @@ AccessRule Policy::rule_for_gpu(const GpuIdentity& gpu) const {
 AccessRule Policy::rule_for_control(std::string_view node) const {
     const Entry* best = nullptr;
     for (const Entry& entry : entries_) {
-        if (entry.selector == Selector::Control && entry.key == node) {
+        if (entry.subject == Subject::Control && entry.control == node) {
             best = &entry;
             break;
         }
-        if (entry.selector == Selector::AnyControl) {
+        if (entry.subject == Subject::AnyControl) {
             best = &entry;
         }
     }
@@ -252,25 +271,22 @@ AccessRule Policy::rule_for_control(std::string_view node) const {
     return rule;
 }
 
-std::vector<std::string> Policy::unmatched(const std::vector<GpuIdentity>& present) const {
-    std::vector<std::string> messages;
+void Policy::report_unmatched(const std::vector<GpuIdentity>& present,
+                              Diagnostics& diagnostics) const {
     for (const Entry& entry : entries_) {
-        if (entry.selector != Selector::Uuid && entry.selector != Selector::Bdf &&
-            entry.selector != Selector::Minor) {
+        if (entry.subject != Subject::Gpu) {
             continue;
         }
         bool matched = false;
         for (const GpuIdentity& gpu : present) {
-            matched = matched || specificity(entry, gpu) > 0;
+            matched = matched || entry.gpu->matches(gpu);
         }
         if (!matched) {
-            std::string shown =
-                entry.selector == Selector::Minor ? std::to_string(entry.minor) : entry.key;
-            messages.push_back(entry.rule.origin + ": gpu=" + shown +
-                               " matches no GPU the driver has; check the rule");
+            diagnostics.warning("gpu=" + entry.gpu->text() +
+                                    " matches no GPU the driver has; check the rule",
+                                Location::in_file(source_, entry.line));
         }
     }
-    return messages;
 }
 
 } // namespace gpuinit

@@ -21,14 +21,14 @@ Status drop_privileges(uid_t uid, gid_t gid, const std::vector<gid_t>& supplemen
     capng_get_caps_process();
     capng_clear(CAPNG_SELECT_BOUNDS);
     if (capng_apply(CAPNG_SELECT_BOUNDS) != 0) {
-        return Error{EPERM, "cannot clear the capability bounding set"};
+        return error("cannot clear the capability bounding set", EPERM);
     }
     if (::setresuid(uid, uid, uid) != 0) {
         return errno_error(format("setresuid(%u)", static_cast<unsigned>(uid)));
     }
     capng_clear(CAPNG_SELECT_CAPS);
     if (capng_apply(CAPNG_SELECT_CAPS) != 0) {
-        return Error{EPERM, "cannot clear the capabilities"};
+        return error("cannot clear the capabilities", EPERM);
     }
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         return errno_error("prctl(PR_SET_NO_NEW_PRIVS)");
@@ -38,11 +38,11 @@ Status drop_privileges(uid_t uid, gid_t gid, const std::vector<gid_t>& supplemen
     gid_t rgid = 0, egid = 0, sgid = 0;
     if (::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0 ||
         ruid != uid || euid != uid || suid != uid || rgid != gid || egid != gid || sgid != gid) {
-        return Error{EPERM, "ids did not change as asked"};
+        return error("ids did not change as asked", EPERM);
     }
     capng_get_caps_process();
     if (capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE) {
-        return Error{EPERM, "capabilities remain after dropping them"};
+        return error("capabilities remain after dropping them", EPERM);
     }
     return {};
 }

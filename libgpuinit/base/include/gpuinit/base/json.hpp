@@ -1,4 +1,5 @@
-// A minimal streaming JSON writer for --json output (no iostream).
+// A minimal streaming JSON writer for --json output (no iostream). Strings
+// are written as valid UTF-8: a byte that is not becomes U+FFFD.
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,7 @@
 // driver no longer lists, can still find the node to delete.
 #pragma once
 
-#include "gpuinit/base/result.hpp"
-#include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/fs/run_dir.hpp"
 #include "gpuinit/host/machine.hpp"
 
 #include <optional>
@@ -12,14 +11,15 @@
 
 namespace gpuinit {
 
-// Rewrites the record (atomic rename) with the machine's current GPUs plus
-// the earlier records of GPUs that are absent now, so a later
-// `--remove --device BDF` still finds them. An earlier record is dropped when
-// a present GPU holds its minor or its address, or when its minor is
-// `forget_minor` (the GPU whose nodes --remove just deleted).
-Status save_gpu_records(const Sysroot& root, const Machine& machine,
+// Rewrites the record (atomically, only when it changes) with the machine's
+// current GPUs plus the earlier records of GPUs that are absent now, so a
+// later `--remove --device BDF` still finds them. An earlier record is
+// dropped when a present GPU holds its minor or its address, or when its
+// minor is `forget_minor` (the GPU whose nodes --remove just deleted).
+Status save_gpu_records(const RunDir& run, const Machine& machine,
                         std::optional<unsigned> forget_minor = std::nullopt);
-// The minor last recorded for `bdf` (canonical); nullopt when unknown.
-std::optional<unsigned> recorded_minor(const Sysroot& root, const std::string& bdf);
+// The minor last recorded for the GPU `selector` names (by PCI address or
+// UUID); nullopt when unknown.
+Result<std::optional<unsigned>> recorded_minor(const RunDir& run, const GpuSelector& selector);
 
 } // namespace gpuinit

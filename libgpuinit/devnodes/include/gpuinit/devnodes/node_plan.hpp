@@ -1,17 +1,28 @@
-// Pure planning: given the machine and the policy, which nodes and links
-// should exist under /dev. No filesystem effects; that split is what makes
-// --dry-run, --json and the tests cheap.
+// Pure planning: given the machine and the policy, which directories, nodes
+// and links should exist under /dev. No filesystem effects; that split is
+// what makes --dry-run, --json and the tests cheap.
 #pragma once
 
 #include "gpuinit/host/accounts.hpp"
+#include "gpuinit/host/gpu_selector.hpp"
 #include "gpuinit/host/machine.hpp"
 #include "gpuinit/host/policy.hpp"
 
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
 
 namespace gpuinit {
+
+// A directory the nodes live in: /dev itself ("") and /dev/char. Anyone who
+// can write it can swap a node; so it is root's, 0755, without ACLs.
+struct DirSpec {
+    std::string name; // relative to /dev; "" is /dev
+    uid_t uid = 0;
+    gid_t gid = 0;
+    unsigned mode = 0755;
+};
 
 struct NodeSpec {
     std::string name; // relative to /dev: "nvidia0", "nvidiactl"
@@ -31,30 +42,27 @@ struct LinkSpec {
     std::string target; // "../nvidia0"
 };
 
-struct Problem {
-    enum class Severity { Warning, Error };
-    Severity severity = Severity::Warning;
-    std::string message;
-};
-
 struct NodePlan {
+    std::vector<DirSpec> dirs;
     std::vector<NodeSpec> nodes;
     std::vector<LinkSpec> links;
-    std::vector<Problem> problems;
-
-    bool has_errors() const;
 };
 
 struct PlanRequest {
     enum class Scope { All, Device, Control };
     Scope scope = Scope::All;
-    std::string device; // with Scope::Device: a minor or a PCI address
+    std::optional<GpuSelector> device; // with Scope::Device
 };
 
+// Problems (a group that does not exist, a GPU that gets no node) go to
+// `diagnostics`; a name that does not resolve never widens access: the node
+// becomes root:root 0600.
 NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountDb& accounts,
-                    const PlanRequest& request);
+                    const PlanRequest& request, Diagnostics& diagnostics);
 
-// "/dev/char/195:0" style link name for a node.
+// "nvidia3": the node of the GPU with that minor.
+std::string gpu_node_name(unsigned minor);
+// "char/195:0": the /dev/char link of a node.
 std::string char_link_name(unsigned major, unsigned minor);
 
 } // namespace gpuinit

@@ -1,31 +1,32 @@
-// The device-node reconciler: makes <root>/dev match a NodePlan. It creates
-// what is missing, repairs a wrong owner or mode in place, replaces a node of
-// the wrong type or device number, and touches nothing else.
+// The device-node reconciler: makes <root>/dev match a NodePlan. It
+// decides, for every directory, node and link, what differs from the plan,
+// and carries the change out through safe-fs (gpuinit/fs/safe_fs.hpp): it
+// creates what is missing, repairs a wrong owner, mode or ACL in place,
+// replaces a node of the wrong type or device number (or one with other
+// hard links, so the change does not reach outside /dev), removes what an
+// interrupted run left behind, and touches nothing else.
 //
-// Safe as root on a hostile /dev: every operation is relative to a directory
-// fd opened with O_NOFOLLOW, symlinks are never followed, and access never
-// widens during a change (new nodes are made with mode 0 under a temporary
-// name, chowned, chmodded and renamed into place; in-place repairs narrow the
-// mode before changing the owner).
+// Access never widens during a change: new nodes are made with mode 0 and
+// without ACLs under a temporary name, chowned, chmodded and renamed into
+// place; in-place repairs narrow the mode (and so an ACL's mask) before
+// changing the owner or removing the ACL.
 #pragma once
 
-#include "gpuinit/base/result.hpp"
-#include "gpuinit/base/unique_fd.hpp"
 #include "gpuinit/devnodes/node_plan.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace gpuinit {
 
 struct Change {
     enum class Kind { Create, Replace, Repair, Unchanged, Remove, Failed };
+    enum class Target { Node, Link, Directory, Leftover };
     Kind kind = Kind::Unchanged;
-    std::string name;   // relative to /dev
+    Target target = Target::Node;
+    std::string name;   // relative to /dev; "" is /dev itself
     std::string detail; // what differs, or why it failed
-    bool is_link = false;
 };
 
 const char* change_kind_name(Change::Kind kind);
@@ -36,16 +37,16 @@ struct ReconcileResult {
     bool failed() const { return count(Change::Kind::Failed) > 0; }
 };
 
-// Exclusive lock on <root>/run/gpuinit/lock, held until the fd closes.
-// Concurrent runs (udev starts one per GPU) serialize on it.
-Result<UniqueFd> lock_run_dir(const Sysroot& root);
+// Every failure is a Failed change and an error in `diagnostics`. With
+// dry_run, only inspects (a missing directory means everything in it is
+// created). The caller holds the run lock unless dry_run: leftovers of an
+// interrupted run are removed only then.
+ReconcileResult reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run,
+                          Diagnostics& diagnostics);
 
-// With dry_run, only inspects (a missing /dev means everything is created).
-Result<ReconcileResult> reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run);
-
-// Removes /dev/nvidiaN and /dev/char/MAJ:N when they are what gpu-mknod would
-// have made for that minor; anything else at those names is left alone.
-Result<ReconcileResult> remove_gpu_nodes(const Sysroot& root, unsigned major, unsigned minor,
-                                         bool dry_run);
+// Removes /dev/nvidiaN and /dev/char/MAJ:N when they are what gpu-mknod
+// would have made for that minor; anything else at those names is left alone.
+ReconcileResult remove_gpu_nodes(const Sysroot& root, unsigned major, unsigned minor, bool dry_run,
+                                 Diagnostics& diagnostics);
 
 } // namespace gpuinit

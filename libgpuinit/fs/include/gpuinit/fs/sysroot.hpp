@@ -1,49 +1,78 @@
-// Every path the tools touch goes through one root prefix (--root DIR), so a
-// test or an admin can point a tool at a copy of a machine.
+// Every path the tools touch goes through one root (--root DIR), held as a
+// directory fd, so a test or an admin can point a tool at a copy of a machine
+// and nothing in that copy can reach outside it.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/base/unique_fd.hpp"
 
+#include <functional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 namespace gpuinit {
 
+// Largest file read_file() takes by default: the driver's procfs and sysfs
+// files are a few hundred bytes.
+inline constexpr size_t kSmallFileLimit = 64u << 10;
+
 class Sysroot {
   public:
-    // `root` must name an existing directory; "" means "/".
+    // `root` must name an existing directory; "" is refused (it is not "/").
     static Result<Sysroot> open(std::string_view root);
 
-    const std::string& root() const { return root_; }
-    // True when the tool works on the running machine rather than a copy.
-    bool is_host() const { return root_ == "/"; }
+    Sysroot(Sysroot&&) = default;
+    Sysroot& operator=(Sysroot&&) = default;
 
-    // The host path of `rel` ("proc/devices" -> "<root>/proc/devices").
+    // The directory fd every lookup starts from.
+    int fd() const { return fd_.get(); }
+    // "/" for the running machine; the root as given otherwise.
+    const std::string& root() const { return root_; }
+    // True when the root is this machine's "/" (by identity: "/." and a
+    // path that resolves to "/" count, as they are the same directory).
+    bool is_host() const { return is_host_; }
+
+    // The host path of `rel` ("proc/devices" -> "<root>/proc/devices"), for
+    // libraries that take paths (libkmod).
     std::string path(std::string_view rel) const;
-    // How a path should be shown to the admin: "/dev/nvidia0", or the full
-    // host path when the root is not "/".
+    // How a path is shown to the admin: "/dev/nvidia0" on the running
+    // machine, the full host path under another root.
     std::string display(std::string_view rel) const;
 
-    // Reads a small text file (procfs, sysfs, /etc). Follows symlinks, which
-    // sysfs needs; never use it for anything under /dev.
-    Result<std::string> read_file(std::string_view rel, size_t max_bytes = 4u << 20) const;
-    bool exists(std::string_view rel) const;
+    // Opens a file below the root for reading. Symlinks are followed, as
+    // sysfs needs, but resolved inside the root (an absolute link in a copied
+    // tree points into the copy). Opened non-blocking and refused unless it
+    // is a regular file: a FIFO or a device at an input path must not hang
+    // or be read (procfs and sysfs attributes are regular files).
+    Result<UniqueFd> open_file(std::string_view rel) const;
+    // The whole file; more than `max_bytes` is an error that names the file.
+    Result<std::string> read_file(std::string_view rel, size_t max_bytes = kSmallFileLimit) const;
+    // Calls `line` for every line (without its '\n'), numbered from 1,
+    // reading in blocks: a file of any size costs one block of memory plus
+    // its longest line, and a line over `max_line` is an error. A Status
+    // error from `line` stops the walk and is returned.
+    Status for_each_line(std::string_view rel, size_t max_line,
+                         const std::function<Status(std::string_view, size_t)>& line) const;
+    // ENOENT and ENOTDIR are "no"; anything else ("cannot tell") is an error.
+    Result<bool> exists(std::string_view rel) const;
     // Names in a directory, sorted, without "." and "..".
     Result<std::vector<std::string>> list_dir(std::string_view rel) const;
-
-    // Opens a directory below the root one component at a time with
-    // O_NOFOLLOW, so a symlink planted anywhere on the way is refused rather
-    // than followed. With `create`, missing components are made with `mode`
-    // (root-owned, never wider than asked).
-    Result<UniqueFd> open_dir_nofollow(std::string_view rel, bool create = false,
-                                       mode_t mode = 0755) const;
+    // A directory below the root, resolved like open_file().
+    Result<UniqueFd> open_dir(std::string_view rel) const;
 
   private:
-    explicit Sysroot(std::string root) : root_(std::move(root)) {}
+    Sysroot(UniqueFd fd, std::string root, bool is_host)
+        : fd_(std::move(fd)), root_(std::move(root)), is_host_(is_host) {}
+
+    Result<UniqueFd> resolve(std::string_view rel, int flags) const;
+
+    UniqueFd fd_;
     std::string root_;
+    bool is_host_ = false;
 };
+
+// "a/b/" -> "a/b"; "/a" -> "a".
+std::string_view strip_slashes(std::string_view rel);
 
 } // namespace gpuinit

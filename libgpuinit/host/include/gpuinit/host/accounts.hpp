@@ -4,6 +4,7 @@
 // SSSD groups work.
 #pragma once
 
+#include "gpuinit/base/result.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 
 #include <optional>
@@ -11,32 +12,37 @@
 #include <string_view>
 #include <sys/types.h>
 #include <unordered_map>
-#include <vector>
 
 namespace gpuinit {
 
+// The longest /etc/group line taken (a group with very many members); the
+// files themselves are streamed, so their size has no limit.
+inline constexpr size_t kMaxAccountLine = 64u << 20;
+
 class AccountDb {
   public:
-    // Never fails: a missing file is an empty table, a malformed line is
-    // skipped and reported in warnings().
-    static AccountDb load(const Sysroot& root);
+    // A missing file is an empty table; one that cannot be read, or a line
+    // over kMaxAccountLine, is an error naming the file (groups that exist
+    // must not turn into "group does not exist"). Malformed lines are
+    // skipped, each a warning.
+    static Result<AccountDb> load(const Sysroot& root, Diagnostics& diagnostics);
     // For tests: parse the given texts; NSS is never consulted.
-    static AccountDb from_text(std::string_view passwd, std::string_view group);
+    static AccountDb from_text(std::string_view passwd, std::string_view group,
+                               Diagnostics& diagnostics);
 
     std::optional<gid_t> group(std::string_view name) const;
     std::optional<uid_t> user(std::string_view name) const;
-    const std::vector<std::string>& warnings() const { return warnings_; }
 
   private:
-    void parse(std::string_view text, std::string_view source, bool is_group);
+    void parse_line(std::string_view line, std::string_view source, size_t number, bool is_group,
+                    Diagnostics& diagnostics);
 
     std::unordered_map<std::string, unsigned> users_;
     std::unordered_map<std::string, unsigned> groups_;
-    std::vector<std::string> warnings_;
     bool use_nss_ = false;
 };
 
-// True when `name` is acceptable as a user or group name (no ':', no
+// True when `name` is acceptable as a user or group name (no ':', ',',
 // whitespace or control characters, not empty, not all digits).
 bool valid_account_name(std::string_view name);
 

@@ -1,11 +1,11 @@
 // What the machine has: the driver's device numbers from /proc/devices, its
-// GPUs from /proc/driver/nvidia/gpus, and the NVIDIA functions libpci sees.
+// GPUs from /proc/driver/nvidia/gpus, and the NVIDIA GPUs on the PCI bus.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/host/gpu_selector.hpp"
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,43 +15,55 @@ namespace gpuinit {
 inline constexpr unsigned kClassicNvidiaMajor = 195;
 inline constexpr unsigned kControlMinor = 255;
 inline constexpr unsigned kModesetMinor = 254;
+inline constexpr std::string_view kDriverGpusPath = "proc/driver/nvidia/gpus";
 
 struct Gpu {
     std::string bdf; // canonical
     unsigned minor = 0;
     std::string uuid;
     std::string model;
+
+    GpuIdentity identity() const { return {minor, bdf, uuid}; }
+    // "GPU 0 (0000:17:00.0)", for messages.
+    std::string subject() const;
 };
 
-// An NVIDIA GPU that PCI shows but that has no usable minor: not bound to the
-// driver (vfio-pci, excluded) or with an unreadable information file.
+// An NVIDIA GPU that gets no node: not bound to the driver (vfio-pci,
+// excluded), or one whose driver entry is broken (an error then).
 struct UnusableGpu {
     std::string bdf;
     std::string reason;
-    bool is_error = false; // true when the driver's own view is broken
+    Severity severity = Severity::Warning;
 };
 
 struct Machine {
-    // Major of "nvidia" (or legacy "nvidia-frontend"); absent: driver not loaded.
+    // Major of "nvidia" (or an older driver's "nvidia-frontend"); absent:
+    // the driver is not loaded.
     std::optional<unsigned> nvidia_major;
-    bool legacy_frontend = false;
     std::optional<unsigned> uvm_major;
+    std::optional<unsigned> caps_major; // nvidia-caps, for MIG
     bool modeset_loaded = false;
     // False when /proc/driver/nvidia/gpus was absent and minors were
     // guessed from PCI order.
     bool minors_from_driver = true;
     std::vector<Gpu> gpus; // sorted by minor
     std::vector<UnusableGpu> unusable;
-    std::vector<std::string> warnings;
-    // Broken machine state that costs some GPU its check but not the run
-    // (a malformed PCI entry): reported as errors, exit 2.
-    std::vector<std::string> errors;
 };
 
-// Fails when /proc/devices is present but malformed, when
-// /proc/driver/nvidia/gpus exists but cannot be listed, and when the minors
-// must come from PCI order but PCI cannot be read. A missing /proc/devices or
-// driver leaves nvidia_major empty.
-Result<Machine> discover_machine(const Sysroot& root);
+// Which PCI functions discovery must read: the driver's own list comes
+// first, and the bus is walked only to find GPUs the driver does not list.
+struct PciNeed {
+    enum class Scope { All, One, None };
+    Scope scope = Scope::All;
+    std::string bdf; // with One: canonical
+};
+
+// Fails (nothing can be done) when /proc/devices is malformed or names an
+// impossible major, when /proc/driver/nvidia/gpus exists but cannot be
+// listed, and when the minors must come from PCI order but PCI cannot be
+// read. A missing /proc/devices or driver leaves nvidia_major empty. Other
+// problems go to `diagnostics`.
+Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
+                                 const PciNeed& pci = {});
 
 } // namespace gpuinit

@@ -5,7 +5,9 @@
 
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/host/gpu_selector.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +17,7 @@ namespace gpuinit {
 inline constexpr std::string_view kPolicyPath = "etc/gpu-restriction.conf";
 inline constexpr unsigned kDefaultGpuMode = 0660;
 inline constexpr unsigned kDefaultControlMode = 0666;
+inline constexpr size_t kMaxPolicyBytes = 1u << 20;
 
 // The control nodes that can carry a rule of their own.
 inline constexpr std::string_view kControlNodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
@@ -24,23 +27,17 @@ struct AccessRule {
     std::string owner = "root";
     std::string group;
     unsigned mode = 0;
-    std::string origin; // "gpu-restriction.conf:4" or "built-in default"
-};
-
-// What identifies a GPU to the policy.
-struct GpuIdentity {
-    unsigned minor = 0;
-    std::string bdf;  // canonical
-    std::string uuid; // may be empty
+    std::string origin; // "/etc/gpu-restriction.conf:4" or "built-in default"
 };
 
 class Policy {
   public:
-    enum class Selector { Minor, Bdf, Uuid, AnyGpu, Control, AnyControl };
+    // What a rule is about: the first key of every line names it.
+    enum class Subject { Gpu, AnyGpu, Control, AnyControl };
     struct Entry {
-        Selector selector;
-        std::string key; // the bdf, UUID or control node name, canonical
-        unsigned minor = 0;
+        Subject subject = Subject::AnyGpu;
+        std::optional<GpuSelector> gpu; // with Subject::Gpu
+        std::string control;            // with Subject::Control
         AccessRule rule;
         size_t line = 0;
     };
@@ -53,14 +50,13 @@ class Policy {
 
     bool from_file() const { return from_file_; }
     const std::string& source() const { return source_; }
-    const std::vector<Entry>& entries() const { return entries_; }
 
     // Most specific rule first: UUID, PCI address, minor, gpu=*, default.
     AccessRule rule_for_gpu(const GpuIdentity& gpu) const;
     AccessRule rule_for_control(std::string_view node) const;
-    // Rules naming a GPU that is not among `present` (likely a typo, or a
-    // GPU that went away): "gpu-restriction.conf:7: gpu=3 matches no GPU".
-    std::vector<std::string> unmatched(const std::vector<GpuIdentity>& present) const;
+    // A warning for every rule that names a GPU not among `present` (a
+    // typo, or a GPU that went away).
+    void report_unmatched(const std::vector<GpuIdentity>& present, Diagnostics& diagnostics) const;
 
   private:
     std::vector<Entry> entries_;

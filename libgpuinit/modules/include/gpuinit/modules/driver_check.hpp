@@ -1,4 +1,4 @@
-// gpu-modload --check: what the loaded driver actually uses for the nodes it
+// gpu-modload --check: what the loaded driver uses for the nodes it
 // (through nvidia-modprobe) creates and repairs, against the access policy.
 #pragma once
 
@@ -19,11 +19,13 @@ struct DriverCheck {
     uint64_t modify_device_files = 1;
     std::vector<std::string> not_in_params; // counted with the driver's default
     std::string policy_source;
-    // Each a full explanation with the fix; empty when the params are safe.
-    std::vector<std::string> dangers;
 };
 
-// Fails only on a malformed params or policy file.
-Result<DriverCheck> check_driver(const Sysroot& root);
+// Every setting that undoes or widens the policy, for the GPUs and for the
+// control nodes, is an error in `diagnostics` with reason
+// ModuleFailure::CheckDanger, saying the fix. Fails closed: anything it
+// must judge and cannot read (params, /proc/devices, the GPUs, the policy,
+// the accounts) is an error, never "safe".
+Result<DriverCheck> check_driver(const Sysroot& root, Diagnostics& diagnostics);
 
 } // namespace gpuinit

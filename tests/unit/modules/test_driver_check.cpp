@@ -1,4 +1,5 @@
 #include "gpuinit/modules/driver_check.hpp"
+#include "gpuinit/modules/failures.hpp"
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
@@ -13,16 +14,36 @@ using testing::write_fixture;
 
 namespace {
 
-DriverCheck check_with(FakeMachine machine, const std::string& params, const TempDir& dir) {
+// What check_driver() found: its values and its dangers' messages.
+struct Checked : DriverCheck {
+    std::vector<std::string> dangers;
+};
+
+Checked check_with(FakeMachine machine, const std::string& params, const TempDir& dir) {
     machine.params = params;
     EXPECT_TRUE(write_fixture(machine, dir.path()));
     auto root = Sysroot::open(dir.path());
-    auto check = check_driver(*root);
-    EXPECT_TRUE(check) << check.error().message;
-    return check ? *check : DriverCheck{};
+    Diagnostics diagnostics;
+    auto check = check_driver(*root, diagnostics);
+    EXPECT_TRUE(check) << check.error().text();
+    Checked checked;
+    if (check) {
+        static_cast<DriverCheck&>(checked) = *check;
+    }
+    for (const Diagnostic& d : diagnostics.items()) {
+        if (d.reason == static_cast<int>(ModuleFailure::CheckDanger)) {
+            checked.dangers.push_back(d.message);
+        }
+    }
+    return checked;
 }
 
-std::string all(const DriverCheck& check) {
+Result<DriverCheck> check_as_is(const TempDir& dir) {
+    Diagnostics diagnostics;
+    return check_driver(*Sysroot::open(dir.path()), diagnostics);
+}
+
+std::string all(const Checked& check) {
     std::string text;
     for (const std::string& danger : check.dangers) {
         text += danger + "\n";
@@ -34,10 +55,10 @@ std::string all(const DriverCheck& check) {
 
 TEST(DriverCheck, ShippedParamsAreSafe) {
     TempDir dir;
-    DriverCheck check = check_with(workstation(4),
-                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
-                                   "DeviceFileMode: 432\n",
-                                   dir);
+    Checked check = check_with(workstation(4),
+                               "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                               "DeviceFileMode: 432\n",
+                               dir);
     EXPECT_TRUE(check.driver_loaded);
     EXPECT_EQ(check.mode, 0660u);
     EXPECT_TRUE(check.dangers.empty()) << all(check);
@@ -45,10 +66,10 @@ TEST(DriverCheck, ShippedParamsAreSafe) {
 
 TEST(DriverCheck, ModifyDeviceFilesWipesPerGpuGroups) {
     TempDir dir;
-    DriverCheck check = check_with(workstation(2),
-                                   "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
-                                   "DeviceFileMode: 432\n",
-                                   dir);
+    Checked check = check_with(workstation(2),
+                               "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                               "DeviceFileMode: 432\n",
+                               dir);
     ASSERT_EQ(check.dangers.size(), 1u) << all(check);
     EXPECT_NE(check.dangers[0].find("ModifyDeviceFiles is 1"), std::string::npos);
     EXPECT_NE(check.dangers[0].find("NVreg_ModifyDeviceFiles=0"), std::string::npos);
@@ -57,10 +78,10 @@ TEST(DriverCheck, ModifyDeviceFilesWipesPerGpuGroups) {
 TEST(DriverCheck, ModeWiderThanThePolicy) {
     TempDir dir;
     // The classic 0777 (511): any user could open a node nvidia-modprobe makes.
-    DriverCheck check = check_with(workstation(2),
-                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
-                                   "DeviceFileMode: 511\n",
-                                   dir);
+    Checked check = check_with(workstation(2),
+                               "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                               "DeviceFileMode: 511\n",
+                               dir);
     ASSERT_EQ(check.dangers.size(), 1u) << all(check);
     EXPECT_NE(check.dangers[0].find("NVreg_DeviceFileMode=0777 lets every user"), std::string::npos)
         << all(check);
@@ -69,10 +90,10 @@ TEST(DriverCheck, ModeWiderThanThePolicy) {
 TEST(DriverCheck, GroupTheDriverUsesIsNotThePolicysGroup) {
     TempDir dir;
     FakeMachine machine = workstation(2);
-    DriverCheck check = check_with(machine,
-                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 1000\n"
-                                   "DeviceFileMode: 432\n",
-                                   dir);
+    Checked check = check_with(machine,
+                               "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 1000\n"
+                               "DeviceFileMode: 432\n",
+                               dir);
     // gid 1000 is nvidia0: fine for GPU 0, too much for GPU 1.
     ASSERT_EQ(check.dangers.size(), 1u) << all(check);
     EXPECT_NE(check.dangers[0].find("group 1000 access to GPU 1"), std::string::npos) << all(check);
@@ -83,7 +104,7 @@ TEST(DriverCheck, ModifyDeviceFilesIsFlaggedUnderTheClassicSchemeEvenWhenOneGpuM
     FakeMachine machine = workstation(1);
     // The driver's values happen to be GPU 0's rule (root:nvidia0 0660), but
     // the classic scheme gives each GPU its own group: the next GPU would lose it.
-    DriverCheck check =
+    Checked check =
         check_with(machine,
                    "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: " +
                        std::to_string(machine.gid_of("nvidia0")) + "\nDeviceFileMode: 432\n",
@@ -97,7 +118,7 @@ TEST(DriverCheck, ModifyDeviceFilesIsFineWhenThePolicyIsExactlyTheDrivers) {
     FakeMachine machine = workstation(2);
     machine.groups.emplace_back("gpuusers");
     machine.policy = "gpu=* group=gpuusers mode=0660\n";
-    DriverCheck check =
+    Checked check =
         check_with(machine,
                    "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: " +
                        std::to_string(machine.gid_of("gpuusers")) + "\nDeviceFileMode: 432\n",
@@ -109,10 +130,10 @@ TEST(DriverCheck, UnresolvableGroupFailsClosed) {
     TempDir dir;
     FakeMachine machine = workstation(2);
     machine.policy = "gpu=* group=hpcusers mode=0660\n"; // not in etc/group
-    DriverCheck check = check_with(machine,
-                                   "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 5000\n"
-                                   "DeviceFileMode: 432\n",
-                                   dir);
+    Checked check = check_with(machine,
+                               "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 5000\n"
+                               "DeviceFileMode: 432\n",
+                               dir);
     ASSERT_EQ(check.dangers.size(), 1u) << all(check);
     EXPECT_NE(check.dangers[0].find("hpcusers"), std::string::npos) << all(check);
     EXPECT_NE(check.dangers[0].find("cannot be resolved"), std::string::npos) << all(check);
@@ -121,7 +142,7 @@ TEST(DriverCheck, UnresolvableGroupFailsClosed) {
 
 TEST(DriverCheck, ParamsMissingFromTheFileAreNamed) {
     TempDir dir;
-    DriverCheck check = check_with(workstation(1), "ModifyDeviceFiles: 0\nDeviceFileUID: 0\n", dir);
+    Checked check = check_with(workstation(1), "ModifyDeviceFiles: 0\nDeviceFileUID: 0\n", dir);
     EXPECT_EQ(check.not_in_params, (std::vector<std::string>{"DeviceFileGID", "DeviceFileMode"}));
     // Counted with the driver's default 0666, which the policy forbids.
     EXPECT_EQ(check.mode, 0666u);
@@ -133,7 +154,7 @@ TEST(DriverCheck, DriverNotLoaded) {
     FakeMachine machine = workstation(1);
     machine.driver_loaded = false;
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    auto check = check_driver(*Sysroot::open(dir.path()));
+    auto check = check_as_is(dir);
     ASSERT_TRUE(check);
     EXPECT_FALSE(check->driver_loaded);
 }
@@ -143,9 +164,9 @@ TEST(DriverCheck, MalformedParamsNameTheLine) {
     FakeMachine machine = workstation(1);
     machine.params = "ModifyDeviceFiles: 0\nDeviceFileMode: 0x1b6\n";
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    auto check = check_driver(*Sysroot::open(dir.path()));
+    auto check = check_as_is(dir);
     ASSERT_FALSE(check);
-    EXPECT_NE(check.error().message.find("params:2:"), std::string::npos) << check.error().message;
+    EXPECT_NE(check.error().text().find("params:2:"), std::string::npos) << check.error().text();
 }
 
 } // namespace gpuinit

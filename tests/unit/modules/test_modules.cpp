@@ -1,6 +1,9 @@
 // Module planning on fixture module trees indexed by the real depmod, and
 // failure injection through the loader interface. No kernel is touched.
-#include "gpuinit/modules/modules.hpp"
+#include "common/exit_codes.hpp"
+#include "gpuinit/modules/executor.hpp"
+#include "gpuinit/modules/option_text.hpp"
+#include "gpuinit/modules/planner.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
@@ -18,6 +21,7 @@ namespace gpuinit {
 
 using testing::run_process;
 using testing::TempDir;
+using namespace tools; // the exit codes
 
 namespace {
 
@@ -91,11 +95,12 @@ class ModuleTree : public ::testing::Test {
         options.force = force;
         options.run_install = run_install;
         auto root = Sysroot::open(root_.path());
-        failure_ = ModloadFailure{};
-        auto planned = plan_modules(*root, options, loader_, &failure_);
+        diagnostics_ = Diagnostics();
+        auto planned = plan_modules(*root, options, loader_, diagnostics_);
         std::vector<std::string> lines;
+        failure_exit_ = planned ? 0 : modload_exit_for(planned.error());
         if (!planned) {
-            return {"error " + std::to_string(failure_.exit_code) + ": " + failure_.message};
+            return {"error " + std::to_string(failure_exit_) + ": " + planned.error().text()};
         }
         for (const ModuleStep& step : planned->steps) {
             switch (step.kind) {
@@ -120,7 +125,8 @@ class ModuleTree : public ::testing::Test {
 
     TempDir root_;
     FakeLoader loader_;
-    ModloadFailure failure_;
+    Diagnostics diagnostics_;
+    int failure_exit_ = 0;
     ModulePlan plan_;
 };
 
@@ -303,7 +309,7 @@ TEST_F(ModuleTree, InstallCommandsGetTheCommandLineOptions) {
 TEST_F(ModuleTree, MissingModuleNamesTheDirectory) {
     Lines lines = plan({{"nvidia_peermem", {}}});
     ASSERT_EQ(lines.size(), 1u);
-    EXPECT_EQ(failure_.exit_code, kModloadNotFound);
+    EXPECT_EQ(failure_exit_, kModloadNotFound);
     EXPECT_NE(lines[0].find("module nvidia_peermem not found in " +
                             root_ / ("lib/modules/" + std::string(kRelease))),
               std::string::npos)
@@ -357,9 +363,11 @@ TEST_P(InjectedFailure, MapsToMessageAndExitCode) {
     ASSERT_EQ(plan({{"nvidia_uvm", {}}}).size(), 2u);
     loader_.fail_with["nvidia_uvm"] = GetParam().error;
     ModloadReport report = execute_plan(plan_, loader_);
-    EXPECT_EQ(report.failure.exit_code, GetParam().exit_code);
-    EXPECT_NE(report.failure.message.find(GetParam().message), std::string::npos)
-        << report.failure.message;
+    ASSERT_TRUE(report.failure);
+    EXPECT_EQ(modload_exit_for(*report.failure), GetParam().exit_code);
+    EXPECT_EQ(report.failure->code, GetParam().error);
+    EXPECT_NE(report.failure->message.find(GetParam().message), std::string::npos)
+        << report.failure->message;
     EXPECT_EQ(loader_.inserted.front(), std::string("nvidia ") + kNvidiaOptions);
 }
 
@@ -380,7 +388,7 @@ TEST_F(ModuleTree, AlreadyExistsCountsAsLoaded) {
     ASSERT_EQ(plan({{"nvidia_uvm", {}}}).size(), 2u);
     loader_.fail_with["nvidia"] = EEXIST;
     ModloadReport report = execute_plan(plan_, loader_);
-    EXPECT_EQ(report.failure.exit_code, kModloadOk) << report.failure.message;
+    EXPECT_FALSE(report.failure) << report.failure->message;
     ASSERT_EQ(report.done.size(), 2u);
     EXPECT_EQ(report.done[0].kind, ModuleStep::Kind::AlreadyLoaded);
     EXPECT_EQ(report.done[1].kind, ModuleStep::Kind::Insert);

@@ -56,22 +56,28 @@ TEST(Policy, BadLinesNameFileAndLine) {
         {"control=nvidia-foo group=root\n", "conf:1: control=nvidia-foo"},
         {"control=nvidiactl group=x{minor}\n", "conf:1: {minor} is only meaningful"},
         {"gpu=0 control=nvidiactl group=x\n", "conf:1: a rule names one"},
+        // {minor} once: nvidia{minor}{minor} would name a group per pair of digits.
+        {"gpu=* group=nvidia{minor}{minor}\n", "conf:1: group=nvidia{minor}{minor}: {minor} may"},
+        {"gpu=0 group=a group=b\n", "conf:1: group= given twice"},
     };
     for (const Case& c : cases) {
         auto policy = Policy::parse(c.text, "conf");
         ASSERT_FALSE(policy) << c.text;
-        EXPECT_EQ(policy.error().message.rfind(c.expected, 0), 0u)
-            << "got: " << policy.error().message << "\nwanted: " << c.expected;
+        EXPECT_EQ(policy.error().text().rfind(c.expected, 0), 0u)
+            << "got: " << policy.error().text() << "\nwanted: " << c.expected;
     }
 }
 
 TEST(Policy, UnknownGpuIsReported) {
     auto policy = Policy::parse("gpu=0 group=a\ngpu=7 group=b\ngpu=GPU-dead group=c\n", "conf");
     ASSERT_TRUE(policy);
-    auto unmatched = policy->unmatched({{0, "0000:17:00.0", "GPU-beef"}});
-    ASSERT_EQ(unmatched.size(), 2u);
-    EXPECT_EQ(unmatched[0], "conf:2: gpu=7 matches no GPU the driver has; check the rule");
-    EXPECT_NE(unmatched[1].find("conf:3: gpu=GPU-dead"), std::string::npos);
+    Diagnostics unmatched;
+    policy->report_unmatched({{0, "0000:17:00.0", "GPU-beef"}}, unmatched);
+    ASSERT_EQ(unmatched.items().size(), 2u);
+    EXPECT_EQ(unmatched.items()[0].severity, Severity::Warning);
+    EXPECT_EQ(unmatched.items()[0].text(),
+              "conf:2: gpu=7 matches no GPU the driver has; check the rule");
+    EXPECT_NE(unmatched.items()[1].text().find("conf:3: gpu=GPU-dead"), std::string::npos);
 }
 
 } // namespace gpuinit

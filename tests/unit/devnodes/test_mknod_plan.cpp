@@ -1,7 +1,9 @@
 // gpu-mknod's planning on generated fixture roots. These run as any user:
 // a dry run only inspects the tree.
 #include "gpuinit/devnodes/mknod.hpp"
+#include "json_check.hpp"
 #include "machine_fixture.hpp"
+#include "render/mknod_report.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
@@ -20,25 +22,28 @@ using testing::run_process;
 using testing::TempDir;
 using testing::workstation;
 using testing::write_fixture;
+using tools::MknodReportContext;
+using tools::render_mknod_json;
+using tools::render_mknod_text;
 
 namespace {
+
+PlanRequest device(const char* text) {
+    return {PlanRequest::Scope::Device, *GpuSelector::parse(text)};
+}
+
+// A dry run on a fixture already written (and then broken) by the test.
+MknodOutcome dry_run_as_is(const TempDir& dir, PlanRequest request = PlanRequest()) {
+    MknodOptions options;
+    options.dry_run = true;
+    options.request = std::move(request);
+    return run_mknod(*Sysroot::open(dir.path()), options);
+}
 
 MknodOutcome dry_run(const FakeMachine& machine, const TempDir& dir,
                      PlanRequest request = PlanRequest()) {
     EXPECT_TRUE(write_fixture(machine, dir.path()));
-    MknodOptions options;
-    options.root = dir.path();
-    options.dry_run = true;
-    options.request = std::move(request);
-    return run_mknod(options);
-}
-
-// A dry run on a fixture already written (and then broken) by the test.
-MknodOutcome dry_run_as_is(const TempDir& dir) {
-    MknodOptions options;
-    options.root = dir.path();
-    options.dry_run = true;
-    return run_mknod(options);
+    return dry_run_as_is(dir, std::move(request));
 }
 
 const NodeSpec* find_node(const MknodOutcome& outcome, const std::string& name) {
@@ -51,19 +56,33 @@ const NodeSpec* find_node(const MknodOutcome& outcome, const std::string& name) 
 }
 
 bool has_problem(const MknodOutcome& outcome, const std::string& text, bool error) {
-    return std::any_of(outcome.plan.problems.begin(), outcome.plan.problems.end(),
-                       [&](const Problem& p) {
-                           return p.message.find(text) != std::string::npos &&
-                                  (p.severity == Problem::Severity::Error) == error;
-                       });
+    const auto& items = outcome.diagnostics.items();
+    return std::any_of(items.begin(), items.end(), [&](const Diagnostic& d) {
+        return d.text().find(text) != std::string::npos && (d.severity == Severity::Error) == error;
+    });
 }
 
 std::string problems_of(const MknodOutcome& outcome) {
-    std::string all = outcome.fatal;
-    for (const Problem& p : outcome.plan.problems) {
-        all += "\n" + p.message;
+    std::string all;
+    for (const Diagnostic& d : outcome.diagnostics.items()) {
+        all += "\n" + d.text();
     }
     return all;
+}
+
+// Creates, counted without the /dev/char directory.
+size_t created_entries(const MknodOutcome& outcome) {
+    size_t n = 0;
+    for (const Change& change : outcome.result.changes) {
+        n += change.kind == Change::Kind::Create && change.target != Change::Target::Directory;
+    }
+    return n;
+}
+
+std::string text_of(const MknodOutcome& outcome, int verbosity, const TempDir& dir) {
+    tools::Rendered rendered =
+        render_mknod_text(outcome, MknodReportContext{dir.path(), 0}, verbosity);
+    return rendered.out + rendered.err;
 }
 
 } // namespace
@@ -75,7 +94,7 @@ TEST_P(GpuCount, EveryGpuGetsItsOwnGroup) {
     TempDir dir;
     FakeMachine machine = workstation(gpus);
     MknodOutcome outcome = dry_run(machine, dir);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    ASSERT_EQ(outcome.status, MknodStatus::Done) << problems_of(outcome);
     ASSERT_EQ(outcome.machine.gpus.size(), gpus);
     // nvidiaN for each GPU plus nvidiactl, nvidia-uvm and nvidia-uvm-tools.
     EXPECT_EQ(outcome.plan.nodes.size(), gpus + 3);
@@ -97,7 +116,7 @@ TEST_P(GpuCount, EveryGpuGetsItsOwnGroup) {
     ASSERT_NE(uvm_tools, nullptr);
     EXPECT_EQ(uvm_tools->major, 510u);
     EXPECT_EQ(uvm_tools->minor, 1u);
-    EXPECT_EQ(outcome.result.count(Change::Kind::Create), 2 * (gpus + 3));
+    EXPECT_EQ(created_entries(outcome), 2 * (gpus + 3));
 }
 
 INSTANTIATE_TEST_SUITE_P(Machines, GpuCount, ::testing::Values(1u, 4u, 8u, 16u));
@@ -114,7 +133,7 @@ TEST(MknodPlan, MinorsComeFromTheDriverNotPciOrder) {
         }
     }
     MknodOutcome outcome = dry_run(machine, dir);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    ASSERT_EQ(outcome.status, MknodStatus::Done) << problems_of(outcome);
     EXPECT_EQ(outcome.machine.gpus[0].bdf, "0000:27:00.0");
     EXPECT_EQ(outcome.machine.gpus[0].minor, 0u);
     const NodeSpec* first_in_pci = find_node(outcome, "nvidia2");
@@ -128,7 +147,7 @@ TEST(MknodPlan, Class0380GpuCountsAndAudioDoesNot) {
     FakeMachine machine = workstation(2);
     machine.pci[3].pci_class = 0x038000; // the second GPU
     MknodOutcome outcome = dry_run(machine, dir);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    ASSERT_EQ(outcome.status, MknodStatus::Done) << problems_of(outcome);
     EXPECT_EQ(outcome.machine.gpus.size(), 2u);
     EXPECT_TRUE(outcome.machine.unusable.empty()); // the audio function is not a GPU
     EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
@@ -140,15 +159,14 @@ TEST(MknodPlan, AGpuNotBoundToTheDriverIsReported) {
     machine.pci[3].minor.reset(); // second GPU: bound to vfio-pci
     machine.pci[4].minor = 1;
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
+    EXPECT_EQ(outcome.status, MknodStatus::Done) << problems_of(outcome);
     ASSERT_EQ(outcome.machine.unusable.size(), 1u);
     EXPECT_EQ(outcome.machine.unusable[0].bdf, "0000:27:00.0");
     EXPECT_TRUE(has_problem(outcome, "0000:27:00.0 gets no node", false));
     EXPECT_EQ(find_node(outcome, "nvidia2"), nullptr);
 
     TempDir by_device;
-    PlanRequest request{PlanRequest::Scope::Device, "27:00.0"};
-    EXPECT_EQ(dry_run(machine, by_device, request).exit_code, kExitPartial);
+    EXPECT_EQ(dry_run(machine, by_device, device("27:00.0")).status, MknodStatus::Partial);
 }
 
 TEST(MknodPlan, LegacyFrontendName) {
@@ -156,9 +174,9 @@ TEST(MknodPlan, LegacyFrontendName) {
     FakeMachine machine = workstation(2);
     machine.legacy_frontend = true;
     MknodOutcome outcome = dry_run(machine, dir);
-    ASSERT_EQ(outcome.exit_code, kExitOk) << problems_of(outcome);
-    EXPECT_TRUE(outcome.machine.legacy_frontend);
-    EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
+    ASSERT_EQ(outcome.status, MknodStatus::Done) << problems_of(outcome);
+    ASSERT_NE(find_node(outcome, "nvidia1"), nullptr);
+    EXPECT_EQ(find_node(outcome, "nvidia1")->major, 195u);
     EXPECT_NE(find_node(outcome, "nvidiactl"), nullptr);
 }
 
@@ -167,7 +185,7 @@ TEST(MknodPlan, UvmNotLoadedMeansNoUvmNodes) {
     FakeMachine machine = workstation(2);
     machine.uvm_loaded = false;
     MknodOutcome outcome = dry_run(machine, dir);
-    ASSERT_EQ(outcome.exit_code, kExitOk);
+    ASSERT_EQ(outcome.status, MknodStatus::Done);
     EXPECT_EQ(find_node(outcome, "nvidia-uvm"), nullptr);
     EXPECT_EQ(find_node(outcome, "nvidia-uvm-tools"), nullptr);
     EXPECT_EQ(outcome.plan.nodes.size(), 3u);
@@ -188,9 +206,9 @@ TEST(MknodPlan, DriverNotLoadedDoesNothing) {
     FakeMachine machine = workstation(2);
     machine.driver_loaded = false;
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
-    EXPECT_NE(outcome.fatal.find("not loaded"), std::string::npos) << outcome.fatal;
-    EXPECT_NE(outcome.fatal.find("gpu-modload"), std::string::npos);
+    EXPECT_EQ(outcome.status, MknodStatus::NothingDone);
+    EXPECT_TRUE(has_problem(outcome, "not loaded", true)) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "gpu-modload", true));
 }
 
 TEST(MknodPlan, MalformedProcDevicesNamesTheLine) {
@@ -198,8 +216,8 @@ TEST(MknodPlan, MalformedProcDevicesNamesTheLine) {
     FakeMachine machine = workstation(2);
     machine.proc_devices_override = "Character devices:\n  1 mem\n195 nvidia\nbogus\n";
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
-    EXPECT_NE(outcome.fatal.find(dir / "proc/devices:4:"), std::string::npos) << outcome.fatal;
+    EXPECT_EQ(outcome.status, MknodStatus::NothingDone);
+    EXPECT_TRUE(has_problem(outcome, dir / "proc/devices:4:", true)) << problems_of(outcome);
     EXPECT_TRUE(outcome.plan.nodes.empty());
 }
 
@@ -208,7 +226,7 @@ TEST(MknodPlan, InformationWithoutMinorSkipsOnlyThatGpu) {
     FakeMachine machine = workstation(3);
     machine.pci[3].information_has_minor = false;
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    EXPECT_EQ(outcome.status, MknodStatus::Partial);
     EXPECT_TRUE(has_problem(outcome, "0000:27:00.0/information:", true)) << problems_of(outcome);
     EXPECT_NE(find_node(outcome, "nvidia0"), nullptr);
     EXPECT_EQ(find_node(outcome, "nvidia1"), nullptr);
@@ -220,7 +238,7 @@ TEST(MknodPlan, NoDriverViewFallsBackToPciOrderWithAWarning) {
     FakeMachine machine = workstation(2);
     machine.driver_gpus_dir = false;
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_EQ(outcome.status, MknodStatus::Done);
     EXPECT_FALSE(outcome.machine.minors_from_driver);
     EXPECT_TRUE(has_problem(outcome, "minors guessed from PCI order", false));
     EXPECT_EQ(outcome.machine.gpus[1].bdf, "0000:27:00.0");
@@ -231,7 +249,7 @@ TEST(MknodPlan, MissingGroupGetsARootOnlyNodeAndTheFix) {
     FakeMachine machine = workstation(3);
     machine.groups.pop_back(); // no nvidia2
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitPartial);
+    EXPECT_EQ(outcome.status, MknodStatus::Partial);
     EXPECT_TRUE(has_problem(outcome, "group nvidia2 does not exist", true));
     EXPECT_TRUE(has_problem(outcome, "groupadd nvidia2", true));
     const NodeSpec* node = find_node(outcome, "nvidia2");
@@ -246,9 +264,9 @@ TEST(MknodPlan, BadPolicyLineChangesNothing) {
     FakeMachine machine = workstation(2);
     machine.policy = "gpu=0 group=nvidia0\ngpu=1 group=nvidia1 mode=0999\n";
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitNothingDone);
-    EXPECT_NE(outcome.fatal.find("gpu-restriction.conf:2: mode=0999"), std::string::npos)
-        << outcome.fatal;
+    EXPECT_EQ(outcome.status, MknodStatus::NothingDone);
+    EXPECT_TRUE(has_problem(outcome, "gpu-restriction.conf:2: mode=0999", true))
+        << problems_of(outcome);
     EXPECT_TRUE(outcome.result.changes.empty());
 }
 
@@ -258,7 +276,7 @@ TEST(MknodPlan, PolicyNamingAnUnknownGpuWarns) {
     machine.groups.push_back("ml");
     machine.policy = "gpu=0 group=ml mode=0640\ngpu=5 group=ml\n";
     MknodOutcome outcome = dry_run(machine, dir);
-    EXPECT_EQ(outcome.exit_code, kExitOk);
+    EXPECT_EQ(outcome.status, MknodStatus::Done);
     EXPECT_TRUE(has_problem(outcome, "gpu-restriction.conf:2: gpu=5 matches no GPU", false))
         << problems_of(outcome);
     EXPECT_EQ(find_node(outcome, "nvidia0")->gid, machine.gid_of("ml"));
@@ -269,30 +287,34 @@ TEST(MknodPlan, PolicyNamingAnUnknownGpuWarns) {
 TEST(MknodPlan, DeviceAndControlScopes) {
     TempDir dir;
     FakeMachine machine = workstation(4);
-    MknodOutcome one = dry_run(machine, dir, {PlanRequest::Scope::Device, "0000:37:00.0"});
+    MknodOutcome one = dry_run(machine, dir, device("0000:37:00.0"));
     ASSERT_EQ(one.plan.nodes.size(), 1u);
     EXPECT_EQ(one.plan.nodes[0].name, "nvidia2");
-    MknodOutcome by_minor = dry_run(machine, dir, {PlanRequest::Scope::Device, "3"});
+    MknodOutcome by_minor = dry_run(machine, dir, device("3"));
     ASSERT_EQ(by_minor.plan.nodes.size(), 1u);
     EXPECT_EQ(by_minor.plan.nodes[0].name, "nvidia3");
-    MknodOutcome control = dry_run(machine, dir, {PlanRequest::Scope::Control, ""});
+    MknodOutcome control = dry_run(machine, dir, {PlanRequest::Scope::Control, {}});
     EXPECT_EQ(control.plan.nodes.size(), 3u);
-    MknodOutcome missing = dry_run(machine, dir, {PlanRequest::Scope::Device, "9"});
-    EXPECT_EQ(missing.exit_code, kExitPartial);
+    MknodOutcome missing = dry_run(machine, dir, device("9"));
+    EXPECT_EQ(missing.status, MknodStatus::Partial);
+    MknodOutcome by_uuid = dry_run(machine, dir, device(testing::fake_uuid(1).c_str()));
+    ASSERT_EQ(by_uuid.plan.nodes.size(), 1u);
+    EXPECT_EQ(by_uuid.plan.nodes[0].name, "nvidia1");
 }
 
 TEST(MknodPlan, ReportsRenderForPeopleAndScripts) {
     TempDir dir;
     MknodOutcome outcome = dry_run(workstation(1), dir);
-    std::string text = render_text(outcome, 0);
+    std::string text = text_of(outcome, 0, dir);
     EXPECT_NE(text.find("would create"), std::string::npos) << text;
     size_t start = text.find("/dev/nvidia0 ");
     ASSERT_NE(start, std::string::npos) << text;
     std::string line = text.substr(start, text.find('\n', start) - start);
     EXPECT_TRUE(line.ends_with(" c 195:0 root:nvidia0 0660")) << line;
-    std::string json = render_json(outcome);
+    std::string json = render_mknod_json(outcome, MknodReportContext{dir.path(), 0});
     EXPECT_NE(json.find("\"path\":\"/dev/nvidia0\""), std::string::npos) << json;
     EXPECT_NE(json.find("\"exit_code\":0"), std::string::npos);
+    EXPECT_TRUE(testing::valid_json(json)) << json;
 }
 
 // A malformed sysfs entry makes libpci give up on the whole scan. The GPUs
@@ -304,8 +326,8 @@ TEST(MknodPlan, MalformedPciEntryIsAnErrorAndTheOtherGpusProceed) {
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     ASSERT_EQ(::mkdir((dir / "sys/bus/pci/devices/garbage").c_str(), 0755), 0);
     MknodOutcome outcome = dry_run_as_is(dir);
-    EXPECT_EQ(outcome.exit_code, kExitPartial) << problems_of(outcome);
-    EXPECT_TRUE(has_problem(outcome, "libpci on " + dir / "sys/bus/pci/devices", true))
+    EXPECT_EQ(outcome.status, MknodStatus::Partial) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, dir / "sys/bus/pci/devices/garbage: not a PCI address", true))
         << problems_of(outcome);
     EXPECT_TRUE(has_problem(outcome, "garbage", true)) << problems_of(outcome);
     EXPECT_TRUE(has_problem(outcome, "not bound to the nvidia driver cannot be checked", true));
@@ -313,9 +335,10 @@ TEST(MknodPlan, MalformedPciEntryIsAnErrorAndTheOtherGpusProceed) {
     EXPECT_NE(find_node(outcome, "nvidia1"), nullptr);
 
     std::string output;
-    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--dry-run", "-q"}, &output),
-              kExitPartial);
-    EXPECT_NE(output.find("gpu-mknod: error: libpci on "), std::string::npos) << output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--dry-run", "-q"}, &output), 2);
+    EXPECT_NE(output.find("gpu-mknod: error: " + dir / "sys/bus/pci/devices/garbage"),
+              std::string::npos)
+        << output;
 }
 
 TEST(MknodPlan, PciDeviceWithoutClassIsAnErrorWithItsPath) {
@@ -324,7 +347,7 @@ TEST(MknodPlan, PciDeviceWithoutClassIsAnErrorWithItsPath) {
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     ASSERT_EQ(::unlink((dir / "sys/bus/pci/devices/0000:27:00.0/class").c_str()), 0);
     MknodOutcome outcome = dry_run_as_is(dir);
-    EXPECT_EQ(outcome.exit_code, kExitPartial) << problems_of(outcome);
+    EXPECT_EQ(outcome.status, MknodStatus::Partial) << problems_of(outcome);
     EXPECT_TRUE(has_problem(outcome, "0000:27:00.0/class", true)) << problems_of(outcome);
     EXPECT_EQ(outcome.machine.gpus.size(), 2u);
 }
@@ -352,10 +375,11 @@ TEST(MknodPlan, UnlistableDriverGpusDirIsAnErrorNotAPciOrderGuess) {
         std::filesystem::remove_all(gpus);
         c.breaks(gpus);
         MknodOutcome outcome = dry_run_as_is(dir);
-        EXPECT_EQ(outcome.exit_code, kExitNothingDone) << c.what << ": " << problems_of(outcome);
-        EXPECT_NE(outcome.fatal.find("cannot list " + gpus + ": " + c.expected), std::string::npos)
-            << outcome.fatal;
-        EXPECT_EQ(outcome.fatal.find("guessed from PCI order"), std::string::npos);
+        EXPECT_EQ(outcome.status, MknodStatus::NothingDone)
+            << c.what << ": " << problems_of(outcome);
+        EXPECT_TRUE(has_problem(outcome, "cannot list " + gpus + ": " + c.expected, true))
+            << problems_of(outcome);
+        EXPECT_FALSE(has_problem(outcome, "guessed from PCI order", false));
         EXPECT_TRUE(outcome.machine.gpus.empty()) << c.what;
     }
 }
@@ -371,13 +395,11 @@ TEST(MknodPlan, NoDriverOrBadPolicyTakesNoLock) {
             machine.driver_loaded = false;
         }
         ASSERT_TRUE(write_fixture(machine, dir.path()));
-        MknodOptions options;
-        options.root = dir.path();
-        MknodOutcome outcome = run_mknod(options); // not a dry run
-        EXPECT_EQ(outcome.exit_code, kExitNothingDone) << outcome.fatal;
+        MknodOutcome outcome = run_mknod(*Sysroot::open(dir.path()), MknodOptions{}); // real run
+        EXPECT_EQ(outcome.status, MknodStatus::NothingDone) << problems_of(outcome);
         struct stat st {};
-        EXPECT_NE(::lstat((dir / "run/gpuinit/lock").c_str(), &st), 0) << outcome.fatal;
-        EXPECT_NE(::lstat((dir / "run/gpuinit").c_str(), &st), 0) << outcome.fatal;
+        EXPECT_NE(::lstat((dir / "run/gpuinit/lock").c_str(), &st), 0) << problems_of(outcome);
+        EXPECT_NE(::lstat((dir / "run/gpuinit").c_str(), &st), 0) << problems_of(outcome);
     }
 }
 

@@ -1,0 +1,93 @@
+#include "cli.hpp"
+
+#include "gpuinit/base/text.hpp"
+
+#include <cstdio>
+
+namespace gpuinit::tools {
+
+namespace {
+
+constexpr const char* kCommonShorts = "r:jvqhV";
+
+const option kCommonLongs[] = {
+    {"root", required_argument, nullptr, 'r'}, {"json", no_argument, nullptr, 'j'},
+    {"verbose", no_argument, nullptr, 'v'},    {"quiet", no_argument, nullptr, 'q'},
+    {"help", no_argument, nullptr, 'h'},       {"version", no_argument, nullptr, 'V'},
+};
+
+void print(FILE* stream, const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stream);
+}
+
+} // namespace
+
+Cli::Cli(const char* program, const char* usage, int usage_exit)
+    : program_(program), usage_(usage), usage_exit_(usage_exit) {}
+
+void Cli::add_options(std::string shorts, std::vector<option> longs) {
+    shorts_ = std::move(shorts);
+    longs_ = std::move(longs);
+}
+
+int Cli::usage_error(const std::string& message) {
+    print(stderr,
+          std::string(program_) + ": " + printable(message) + "\nTry '" + program_ + " --help'.\n");
+    exit_code_ = usage_exit_;
+    return usage_exit_;
+}
+
+int Cli::next(int argc, char** argv) {
+    if (!finalized_) {
+        bool stop_at_operand = !shorts_.empty() && shorts_.front() == '+';
+        std::string own = stop_at_operand ? shorts_.substr(1) : shorts_;
+        shorts_ = std::string(stop_at_operand ? "+" : "") + ":" + own + kCommonShorts;
+        longs_.insert(longs_.end(), std::begin(kCommonLongs), std::end(kCommonLongs));
+        longs_.push_back({nullptr, 0, nullptr, 0});
+        finalized_ = true;
+        opterr = 0; // the messages are ours
+        optind = 1;
+    }
+    while (exit_code_ < 0) {
+        int opt = getopt_long(argc, argv, shorts_.c_str(), longs_.data(), nullptr);
+        switch (opt) {
+        case -1:
+            return -1;
+        case 'r':
+            if (*optarg == '\0') {
+                usage_error("--root needs a directory; an empty root is not '/' (say --root /)");
+                break;
+            }
+            common.root = optarg;
+            break;
+        case 'j':
+            common.json = true;
+            break;
+        case 'v':
+            common.verbosity = 1;
+            break;
+        case 'q':
+            common.verbosity = -1;
+            break;
+        case 'h':
+            print(stdout, usage_);
+            exit_code_ = 0;
+            break;
+        case 'V':
+            print(stdout, std::string(program_) + " " GPUINIT_VERSION "\n");
+            exit_code_ = 0;
+            break;
+        case ':':
+            usage_error(std::string("option ") + printable(argv[optind - 1]) + " needs a value");
+            break;
+        case '?':
+            usage_error("unknown option " + printable(argv[optind - 1]));
+            break;
+        default:
+            return opt;
+        }
+    }
+    return -1;
+}
+
+} // namespace gpuinit::tools

@@ -1,0 +1,51 @@
+// The options every tool shares, parsed the same way everywhere:
+//   -r, --root DIR   -j, --json   -v, --verbose   -q, --quiet
+//   -h, --help       -V, --version
+#pragma once
+
+#include <getopt.h>
+#include <string>
+#include <vector>
+
+namespace gpuinit::tools {
+
+struct CommonOptions {
+    std::string root = "/";
+    bool json = false;
+    int verbosity = 0; // -1 quiet (errors only), 0 normal, 1 verbose
+};
+
+class Cli {
+  public:
+    // `usage` is the --help text; `usage_exit` the tool's usage-error code.
+    Cli(const char* program, const char* usage, int usage_exit);
+
+    // Adds the tool's own options (before the shared ones). `shorts` is in
+    // getopt's syntax; a leading '+' stops at the first non-option.
+    void add_options(std::string shorts, std::vector<option> longs);
+
+    // The next option that is the tool's own: its code (the short letter
+    // or the long option's value); -1 when the options end. Shared options
+    // are taken here; after -1, exit_code() says whether the tool must
+    // return now (help, version, usage error) and with what.
+    int next(int argc, char** argv);
+    bool must_exit() const { return exit_code_ >= 0; }
+    int exit_code() const { return exit_code_; }
+
+    // Prints "program: message" and the hint, and makes next() end with the
+    // usage exit code; returns that code.
+    int usage_error(const std::string& message);
+
+    CommonOptions common;
+
+  private:
+    const char* program_;
+    const char* usage_;
+    int usage_exit_;
+    int exit_code_ = -1;
+    std::string shorts_;
+    std::vector<option> longs_;
+    bool finalized_ = false;
+};
+
+} // namespace gpuinit::tools

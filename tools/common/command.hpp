@@ -1,0 +1,34 @@
+// The commands of gpuinit, kmod-style: each tool is a Command, run as its
+// own program (gpu-mknod), as a link to the multi-call binary (argv[0] is
+// gpu-mknod) or as `gpuinit mknod`.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace gpuinit::tools {
+
+struct Command {
+    const char* name;    // "mknod", as in `gpuinit mknod`
+    const char* program; // "gpu-mknod": the installed name
+    int (*run)(int argc, char** argv);
+    const char* summary; // one line, for `gpuinit --help`
+    int cannot_run_exit; // the tool's exit code for "refused to start"
+};
+
+extern const Command kMknodCommand;
+extern const Command kModloadCommand;
+
+// Every command, in the order `gpuinit --help` lists them.
+std::span<const Command* const> all_commands();
+
+// By `name` ("mknod") or `program` ("gpu-mknod"); nullptr when none.
+const Command* find_command(std::string_view name);
+// By the installed name only, as argv[0] gives it.
+const Command* find_program(std::string_view program);
+
+// Runs `command` after the checks every tool makes before it starts (it
+// refuses to run setuid or setgid).
+int run_command(const Command& command, int argc, char** argv);
+
+} // namespace gpuinit::tools

@@ -1,0 +1,23 @@
+// gpu-mknod's report: the plan and what was done, for people and for scripts.
+#pragma once
+
+#include "common/report.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
+
+#include <string>
+
+namespace gpuinit::tools {
+
+// "/" or the root directory, as the report names it.
+struct MknodReportContext {
+    std::string root_display = "/";
+    int exit_code = 0;
+};
+
+// verbosity: -1 quiet (errors only), 0 changes and problems, 1 also
+// unchanged entries and the GPU table.
+Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext& context,
+                           int verbosity);
+std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportContext& context);
+
+} // namespace gpuinit::tools
