@@ -29,12 +29,32 @@ copy_binary() {
   done
 }
 
-# copy_tools TREE TOOL...: the tools under test into TREE/usr/sbin.
+# copy_tools TREE TOOL...: the tools under test into TREE/usr/sbin, keeping a
+# multi-call layout working. A TOOL that is a regular file is copied as it
+# is. A TOOL that is a symlink (gpu-mknod -> gpuinit) gets the file it
+# finally resolves to copied once, under that file's name, and the link
+# recreated under the TOOL's name as a relative link next to it, so the
+# binary still sees the tool's name as argv[0].
 copy_tools() {
-  local tree=$1 tool
+  local tree=$1 tool target
   shift
+  local -A copied=()
+  mkdir -p "$tree/usr/sbin"
   for tool in "$@"; do
-    copy_binary "$tree" "$tool"
+    [[ -e $tool ]] || { echo "vm: tool $tool does not exist (not built?)" >&2; return 1; }
+    if [[ -L $tool ]]; then
+      target=$(readlink -f "$tool")
+      if [[ -z ${copied[$target]:-} ]]; then
+        copy_binary "$tree" "$target"
+        copied[$target]=1
+      fi
+      if [[ $(basename "$tool") != "$(basename "$target")" ]]; then
+        ln -sfn "$(basename "$target")" "$tree/usr/sbin/$(basename "$tool")"
+      fi
+    elif [[ -z ${copied[$(readlink -f "$tool")]:-} ]]; then
+      copy_binary "$tree" "$tool"
+      copied[$(readlink -f "$tool")]=1
+    fi
   done
 }
 

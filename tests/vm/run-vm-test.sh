@@ -6,7 +6,9 @@
 #   run-vm-test.sh SCENARIO CACHE_DIR LOG_DIR TOOL...
 #
 # SCENARIO names scenarios/SCENARIO.sh; its header comment may declare
-# "# vm-flavour: NAME" (default busybox), which selects images/NAME.sh.
+# "# vm-flavour: NAME" (default busybox), which selects images/NAME.sh. A
+# TOOL that is a symlink (a multi-call binary's link) is recreated as one in
+# the guest's /usr/sbin beside its target (see copy_tools in lib.sh).
 #
 # The kernel, the modules and each flavour's base are built once into
 # CACHE_DIR (under a lock, so parallel tests share them). Exit 77 (skipped)
