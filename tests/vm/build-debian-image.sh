@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds, once, a minimal Debian 12 with systemd, udev and kmod for the
-# boot-wiring VM tests, and caches it:
+# Builds, once, a minimal Debian 12 with an init system, udev and kmod for
+# the boot-wiring VM tests, and caches it:
 #
-#   build-debian-image.sh IMAGE_DIR
+#   build-debian-image.sh IMAGE_DIR [INIT_PACKAGES]
+#
+# INIT_PACKAGES (comma-separated, default systemd,systemd-sysv) picks the
+# init: sysvinit-core gives a SysV one. Each image flavour keeps its own
+# IMAGE_DIR, as a finished image is not rebuilt for another list.
 #
 # It debootstraps from the host's own Debian mirror (its apt sources), else
 # from deb.debian.org. IMAGE_DIR/.complete marks a finished image; a rerun
@@ -10,7 +14,8 @@
 # (about 120 MB left).
 set -euo pipefail
 
-image=${1:?usage: build-debian-image.sh IMAGE_DIR}
+image=${1:?usage: build-debian-image.sh IMAGE_DIR [INIT_PACKAGES]}
+init_packages=${2:-systemd,systemd-sysv}
 if [[ -f $image/.complete ]]; then
   echo "vm: Debian image cached in $image"
   exit 0
@@ -52,8 +57,8 @@ mirror=${mirror:-http://deb.debian.org/debian}
 
 rm -rf "${image:?}"
 mkdir -p "$image"
-echo "vm: debootstrapping a minimal Debian 12 with systemd, udev and kmod into $image from $mirror"
-debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,kmod \
+echo "vm: debootstrapping a minimal Debian 12 with $init_packages, udev and kmod into $image from $mirror"
+debootstrap --variant=minbase --include="$init_packages,udev,kmod" \
   "$suite" "$image" "$mirror" >"$image.log" 2>&1 ||
   { tail -30 "$image.log" >&2; exit 1; }
 rm -rf "$image"/usr/share/{doc,man,info,locale}/* "$image"/var/cache/apt/archives/*.deb \

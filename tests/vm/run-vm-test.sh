@@ -1,36 +1,75 @@
 #!/usr/bin/env bash
-# Boots Debian's kernel under qemu (TCG) with an initramfs holding busybox,
-# the stand-in NVIDIA modules, the project's tools and one scenario script,
-# and passes when the guest reports success through isa-debug-exit.
+# Boots Debian's kernel under qemu (TCG) with one scenario, the stand-in
+# NVIDIA modules and the project's tools, in the image flavour the scenario
+# declares, and passes when the guest reports success through isa-debug-exit.
 #
 #   run-vm-test.sh SCENARIO CACHE_DIR LOG_DIR TOOL...
 #
-# The kernel, the modules and the base initramfs tree are built once into
+# SCENARIO names scenarios/SCENARIO.sh; its header comment may declare
+# "# vm-flavour: NAME" (default busybox), which selects images/NAME.sh. A
+# TOOL that is a symlink (a multi-call binary's link) is recreated as one in
+# the guest's /usr/sbin beside its target (see copy_tools in lib.sh).
+#
+# The kernel, the modules and each flavour's base are built once into
 # CACHE_DIR (under a lock, so parallel tests share them). Exit 77 (skipped)
-# with a loud message when qemu, the kernel headers or busybox are missing,
-# or for a systemd-* scenario when not run as root.
+# with a loud message when qemu, the kernel headers or what the flavour
+# needs (busybox-static; debootstrap and root) are missing.
+#
+# An image flavour is a bash file images/NAME.sh sourced here. It defines:
+#   flavour_memory      guest memory in MiB
+#   flavour_append      optional: kernel command-line words added to
+#                       "console=ttyS0 quiet panic=-1"
+#   flavour_needs       checks the host's prerequisites; calls skip REASON
+#                       [HINT] (exit 77) for anything missing; runs first
+#   flavour_base        builds the flavour's cached base under CACHE_DIR if
+#                       it is not there yet; runs under the cache lock
+#   flavour_tree TREE   creates TREE, the scenario's own root, with lib.sh's
+#                       helpers (copy_tools TREE "${tools[@]}", add_modules,
+#                       add_accounts); its init mounts /proc, /sys and /dev
+#                       and runs "sh $guest_runner $scenario"
+#   flavour_boot TREE   optional: makes the boot media once the harness has
+#                       added the scenario and the runner to TREE, sets
+#                       $initrd and may add to the qemu_args array (a
+#                       -drive); the default packs TREE as the initramfs
+# and may use $here, $cache, $release, $depmod, $scenario, $tools, $work
+# and $guest_runner. The harness then adds to TREE: /scenario.sh,
+# /scenario-common.sh, $guest_runner and the list of tool names the runner
+# checks (/usr/local/lib/gpuinit-vm/tools).
 set -euo pipefail
 
 scenario=$1 cache=$2 logs=$3
 shift 3
 tools=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
-skip() { echo "SKIPPED LOUDLY: vm test $scenario: $*; run scripts/install-build-deps" >&2; exit 77; }
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+skip() {
+  echo "SKIPPED LOUDLY: vm test $scenario: $1; ${2:-run scripts/install-build-deps}" >&2
+  exit 77
+}
+die() { echo "vm: $scenario: $*" >&2; exit 2; }
+
+scenario_file=$here/scenarios/$scenario.sh
+[[ -f $scenario_file ]] || die "no scenario $scenario_file"
+flavour=$(vm_header "$scenario_file" flavour)
+flavour=${flavour:-busybox}
+[[ -f $here/images/$flavour.sh ]] ||
+  die "$scenario_file declares vm-flavour '$flavour', but there is no $here/images/$flavour.sh"
+flavour_append=""
+flavour_boot() {
+  pack_initramfs "$1" "$work/initrd.gz"
+  initrd=$work/initrd.gz
+}
+# shellcheck source=images/busybox.sh
+. "$here/images/$flavour.sh"
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is missing"
 command -v cpio >/dev/null || skip "cpio is missing"
-if ! { [[ -x /bin/busybox ]] && file -b /bin/busybox | grep -q "statically linked"; }; then
-  skip "a static /bin/busybox (busybox-static) is missing"
-fi
 release=$(dpkg-query -W -f='${Depends}' linux-headers-amd64 2>/dev/null | sed 's/linux-headers-//; s/[ ,].*//')
 [[ -n $release && -d /lib/modules/$release/build ]] || skip "linux-headers-amd64 is missing"
 depmod=$(command -v depmod || echo /sbin/depmod)
 [[ -x $depmod ]] || skip "depmod (kmod) is missing"
-if [[ $scenario == systemd-* && $(id -u) -ne 0 ]]; then
-  # debootstrap needs root, and so does copying the image's root-only files.
-  echo "SKIPPED LOUDLY: vm test $scenario: the Debian image needs root (debootstrap); run as root" >&2
-  exit 77
-fi
+flavour_needs
 
 mkdir -p "$cache" "$logs"
 exec 9>"$cache/.lock"
@@ -58,138 +97,33 @@ if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   strip --strip-debug "$cache"/fake-nvidia/*.ko
   rm -f "$cache"/fake-nvidia.*.built && touch "$cache/fake-nvidia.$source_stamp.built"
 fi
-if [[ $scenario == systemd-* ]]; then
-  command -v debootstrap >/dev/null || skip "debootstrap is missing"
-  "$here/build-debian-image.sh" "$cache/debian"
-fi
+flavour_base
 flock -u 9
 
 # The scenario's own tree: nothing is shared with another scenario's.
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuinit-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tree=$work/root
-memory=512
-add_tools() {
-  for tool in "${tools[@]}"; do
-    cp "$tool" "$tree/usr/sbin/"
-    # A dynamic tool brings its libraries and loader; a static one needs none.
-    for library in $(ldd "$tool" 2>/dev/null | grep -oE '/[^ ]+' || true); do
-      [[ -e $tree$library ]] && continue # the Debian image has its own libc
-      mkdir -p "$tree$(dirname "$library")"
-      cp -L "$library" "$tree$library"
-    done
-  done
-}
-add_modules() {
-  mkdir -p "$tree/lib/modules/$release/extra"
-  cp "$cache"/fake-nvidia/*.ko "$tree/lib/modules/$release/extra/"
-  cp "$cache"/modules.builtin* "$tree/lib/modules/$release/"
-  : >"$tree/lib/modules/$release/modules.order"
-  "$depmod" -b "$tree" "$release"
-}
-# alice and bob have primary groups of their own: access to /dev/nvidiaN can
-# only come from their supplementary nvidiaN membership.
-add_accounts() {
-  cat >>"$tree/etc/passwd" <<'PASSWD'
-alice:x:2000:2000::/tmp:/bin/sh
-bob:x:2001:2001::/tmp:/bin/sh
-PASSWD
-  cat >>"$tree/etc/group" <<'GROUP'
-alice:x:2000:
-bob:x:2001:
-nvidia0:x:1000:alice
-nvidia1:x:1001:bob
-nvidia2:x:1002:
-nvidia3:x:1003:
-GROUP
-}
-# The guest's verdict, written to qemu's isa-debug-exit port: 1 pass, 2 fail.
-# qemu exits on that write, and what the guest printed just before may still
-# sit in the serial tty's buffer: reapplying the line's own settings is a
-# tcsetattr(TCSADRAIN), which returns once the UART has sent everything.
-# Expanded in the guest, so single quotes are meant.
-# shellcheck disable=SC2016
-report='stty -F /dev/ttyS0 "$(stty -F /dev/ttyS0 -g)" || echo "=== cannot drain /dev/ttyS0"
-printf "\\$(printf %o "$result")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null'
-
-if [[ $scenario == systemd-* ]]; then
-  # A minimal Debian booting systemd as init, with the project installed by
-  # cmake --install and the tools under test over the installed ones.
-  memory=1024
-  cp -a "$cache/debian" "$tree"
-  rm -f "$tree/.complete"
-  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
-  add_tools
-  add_modules
-  add_accounts
-  ln -sf lib/systemd/systemd "$tree/init"
-  mkdir -p "$tree/usr/local/lib/gpuinit-vm"
-  cat >"$tree/usr/local/lib/gpuinit-vm/run" <<RUN
-#!/bin/sh
-echo "=== gpuinit vm scenario $scenario on \$(uname -r)"
-result=2
-if sh -e -x /scenario.sh; then result=1; echo "=== PASS $scenario"; else echo "=== FAIL $scenario"; fi
-echo "=== dmesg"
-dmesg | grep -iE 'fake-nvidia|nvidia|pci 1' | tail -60
-$report
-RUN
-  cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<'UNIT'
-[Unit]
-Description=gpuinit VM scenario
-Wants=systemd-udevd.service systemd-udev-trigger.service
-After=systemd-udevd.service systemd-udev-trigger.service
-
-[Service]
-Type=oneshot
-StandardOutput=tty
-StandardError=tty
-TTYPath=/dev/ttyS0
-ExecStart=/bin/sh /usr/local/lib/gpuinit-vm/run
-UNIT
-  ln -sf /etc/systemd/system/gpuinit-vmtest.service \
-    "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
-  # With console=ttyS0 the getty generator starts serial-getty@ttyS0, whose
-  # TTYVHangup=yes hangs up the line under the scenario: from then on its
-  # output is lost, at a different point each boot.
-  ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
-else
-  mkdir -p "$tree"/{bin,sbin,etc,proc,sys,dev,tmp,run,usr/sbin}
-  cp /bin/busybox "$tree/bin/busybox"
-  for applet in $("$tree/bin/busybox" --list); do
-    [[ $applet == busybox ]] || ln -sf busybox "$tree/bin/$applet"
-  done
-  add_modules
-  add_tools
-  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$tree/etc/passwd"
-  printf 'root:x:0:\n' >"$tree/etc/group"
-  add_accounts
-  cat >"$tree/init" <<INIT
-#!/bin/sh
-export PATH=/usr/sbin:/sbin:/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-echo "=== gpuinit vm scenario $scenario on \$(uname -r)"
-result=2
-if sh -e -x /scenario.sh; then result=1; echo "=== PASS $scenario"; else echo "=== FAIL $scenario"; fi
-echo "=== dmesg"
-dmesg | grep -iE 'fake-nvidia|nvidia|pci 1' | tail -60
-$report
-poweroff -f
-INIT
-  chmod +x "$tree/init"
-fi
-cp "$here/scenarios/$scenario.sh" "$tree/scenario.sh"
-cp "$here/scenarios/common.sh" "$tree/scenario-common.sh"
-(cd "$tree" && find . -print0 | cpio --quiet --null -o -H newc -R 0:0 | gzip -1) >"$work/initrd.gz"
+guest_runner=/usr/local/lib/gpuinit-vm/run-scenario
+initrd=""
+qemu_args=()
+flavour_tree "$tree"
+mkdir -p "$tree/usr/local/lib/gpuinit-vm"
+cp "$here/guest/run-scenario" "$tree$guest_runner"
+for tool in "${tools[@]}"; do basename "$tool"; done >"$tree/usr/local/lib/gpuinit-vm/tools"
+cp "$scenario_file" "$tree/scenario.sh"
+cp "$here/guest/common.sh" "$tree/scenario-common.sh"
+flavour_boot "$tree"
 
 log=$logs/$scenario.log
+echo "vm: $scenario: flavour $flavour, ${flavour_memory} MiB"
 start=$(date +%s%N)
 status=0
 timeout 240 qemu-system-x86_64 -accel tcg -cpu max -smp 1 \
-  -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" -m "$memory" \
-  -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
-  -serial "file:$log" -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 || status=$?
+  -kernel "$cache/vmlinuz" -initrd "$initrd" -m "$flavour_memory" \
+  -append "console=ttyS0 quiet panic=-1${flavour_append:+ $flavour_append}" -nographic -no-reboot \
+  -serial "file:$log" -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+  "${qemu_args[@]}" || status=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 echo "vm: $scenario: qemu exit $status after ${elapsed_ms} ms; serial log $log"
 if [[ $status -ne 3 ]]; then

@@ -1,4 +1,6 @@
 # Opening and closing /dev/nvidia0 twice: two inits and two deinits.
+#
+# vm-label: vm-driver
 . /scenario-common.sh
 insmod $extra/nvidia.ko gpus=1
 gpu-mknod -q

@@ -1,5 +1,7 @@
 # MIG capability files as the real driver numbers them: every possible
 # instance in mig-minors, the existing ones under capabilities/.
+#
+# vm-label: vm-driver
 . /scenario-common.sh
 insmod $extra/nvidia.ko gpus=2 mig=2
 minors=/proc/driver/nvidia-caps/mig-minors

@@ -1,6 +1,8 @@
 # A minimal Debian booting systemd as init, gpuinit installed with cmake
 # --install: udev sees the fake GPUs' add and bind uevents, and the installed
 # tools work there.
+#
+# vm-flavour: debian-systemd
 . /scenario-common.sh
 [ "$(readlink /proc/1/exe)" = /usr/lib/systemd/systemd ] || fail "PID 1 is $(readlink /proc/1/exe)"
 systemctl is-active systemd-udevd

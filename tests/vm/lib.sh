@@ -1,0 +1,94 @@
+# shellcheck shell=bash
+# The harness's globals ($cache, $release, $depmod) are set by the caller.
+# shellcheck disable=SC2154
+# Host-side helpers of the VM harness (bash), sourced by run-vm-test.sh, by
+# the image flavours in images/ and by check-copy-tools.sh. Nothing here runs
+# on its own.
+
+# vm_header FILE KEY: the value of a "# vm-KEY: VALUE" line in FILE's header
+# (its leading comment and blank lines), or nothing. tests/vm/CMakeLists.txt
+# reads the same lines, and checks them.
+vm_header() {
+  sed -n -e '/^[[:space:]]*$/b' -e '/^#/!q' \
+    -e "s/^# vm-$2:[[:space:]]*\([^[:space:]]*\).*/\1/p" "$1"
+}
+
+# copy_binary TREE FILE: FILE into TREE/usr/sbin under its own name,
+# replacing whatever is there (never writing through an installed symlink).
+# A dynamic binary brings the libraries and the loader ldd names, unless TREE
+# has them already (the Debian images have their own libc); a static one
+# needs none.
+copy_binary() {
+  local tree=$1 file=$2 library
+  mkdir -p "$tree/usr/sbin"
+  cp --remove-destination "$file" "$tree/usr/sbin/$(basename "$file")"
+  for library in $(ldd "$file" 2>/dev/null | grep -oE '/[^ ]+' || true); do
+    [[ -e $tree$library ]] && continue
+    mkdir -p "$tree$(dirname "$library")"
+    cp -L "$library" "$tree$library"
+  done
+}
+
+# copy_tools TREE TOOL...: the tools under test into TREE/usr/sbin, keeping a
+# multi-call layout working. A TOOL that is a regular file is copied as it
+# is. A TOOL that is a symlink (gpu-mknod -> gpuinit) gets the file it
+# finally resolves to copied once, under that file's name, and the link
+# recreated under the TOOL's name as a relative link next to it, so the
+# binary still sees the tool's name as argv[0].
+copy_tools() {
+  local tree=$1 tool target
+  shift
+  local -A copied=()
+  mkdir -p "$tree/usr/sbin"
+  for tool in "$@"; do
+    [[ -e $tool ]] || { echo "vm: tool $tool does not exist (not built?)" >&2; return 1; }
+    if [[ -L $tool ]]; then
+      target=$(readlink -f "$tool")
+      if [[ -z ${copied[$target]:-} ]]; then
+        copy_binary "$tree" "$target"
+        copied[$target]=1
+      fi
+      if [[ $(basename "$tool") != "$(basename "$target")" ]]; then
+        ln -sfn "$(basename "$target")" "$tree/usr/sbin/$(basename "$tool")"
+      fi
+    elif [[ -z ${copied[$(readlink -f "$tool")]:-} ]]; then
+      copy_binary "$tree" "$tool"
+      copied[$(readlink -f "$tool")]=1
+    fi
+  done
+}
+
+# add_modules TREE: the stand-in modules under lib/modules/RELEASE/extra and
+# their depmod index. Uses the harness's $cache, $release and $depmod.
+add_modules() {
+  local tree=$1
+  mkdir -p "$tree/lib/modules/$release/extra"
+  cp "$cache"/fake-nvidia/*.ko "$tree/lib/modules/$release/extra/"
+  cp "$cache"/modules.builtin* "$tree/lib/modules/$release/"
+  : >"$tree/lib/modules/$release/modules.order"
+  "$depmod" -b "$tree" "$release"
+}
+
+# add_accounts TREE: alice and bob, with primary groups of their own, so
+# access to /dev/nvidiaN can only come from their supplementary nvidiaN
+# membership; groups nvidia0..3. Appends to TREE/etc/passwd and group.
+add_accounts() {
+  local tree=$1
+  cat >>"$tree/etc/passwd" <<'PASSWD'
+alice:x:2000:2000::/tmp:/bin/sh
+bob:x:2001:2001::/tmp:/bin/sh
+PASSWD
+  cat >>"$tree/etc/group" <<'GROUP'
+alice:x:2000:
+bob:x:2001:
+nvidia0:x:1000:alice
+nvidia1:x:1001:bob
+nvidia2:x:1002:
+nvidia3:x:1003:
+GROUP
+}
+
+# pack_initramfs TREE OUT: TREE as a gzip'd newc cpio, every file root's.
+pack_initramfs() {
+  (cd "$1" && find . -print0 | cpio --quiet --null -o -H newc -R 0:0 | gzip -1) >"$2"
+}
