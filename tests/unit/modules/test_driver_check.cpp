@@ -1,6 +1,7 @@
 #include "gpuinit/modules/driver_check.hpp"
 #include "gpuinit/modules/failures.hpp"
 #include "machine_fixture.hpp"
+#include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -167,6 +168,71 @@ TEST(DriverCheck, MalformedParamsNameTheLine) {
     auto check = check_as_is(dir);
     ASSERT_FALSE(check);
     EXPECT_NE(check.error().text().find("params:2:"), std::string::npos) << check.error().text();
+}
+
+// The check dropped a discovery error and judged an imaginary GPU 0: with a
+// malformed /proc/devices gpu-mknod stopped (exit 3) but --check said 0.
+TEST(DriverCheck, WhatItCannotReadFailsTheCheck) {
+    struct Case {
+        const char* what;
+        void (*breaks)(FakeMachine& machine);
+        const char* expected;
+    } cases[] = {
+        {"/proc/devices",
+         [](FakeMachine& m) { m.proc_devices_override = "Character devices:\nx\n"; },
+         "proc/devices:2:"},
+        {"information", [](FakeMachine& m) { m.pci[1].information_has_minor = false; },
+         "no 'Device Minor:'"},
+        {"params", [](FakeMachine& m) { m.params = "DeviceFileMode: \"wide\"\n"; },
+         "DeviceFileMode is '\"wide\"', not a number"},
+        {"policy", [](FakeMachine& m) { m.policy = "gpu=0 group=x mode=9\n"; },
+         "gpu-restriction.conf:1: mode=9"},
+    };
+    for (const Case& c : cases) {
+        TempDir dir;
+        FakeMachine machine = workstation(1);
+        c.breaks(machine);
+        ASSERT_TRUE(write_fixture(machine, dir.path()));
+        auto check = check_as_is(dir);
+        ASSERT_FALSE(check) << c.what;
+        EXPECT_NE(check.error().text().find(c.expected), std::string::npos)
+            << c.what << ": " << check.error().text();
+        std::string output;
+        EXPECT_EQ(testing::run_process({GPU_MODLOAD_BIN, "--root", dir.path(), "--check"}, &output),
+                  8)
+            << c.what << ": " << output;
+        EXPECT_EQ(output.find("cannot undo or widen"), std::string::npos) << output;
+    }
+}
+
+// The control rules count too: nvidia-modprobe creates and (with
+// ModifyDeviceFiles) resets nvidiactl and the uvm nodes with the driver's
+// uid, gid and mode.
+TEST(DriverCheck, ControlRulesAreChecked) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.groups.emplace_back("video");
+    machine.policy = "gpu=* group=video mode=0660\ncontrol=* group=root mode=0600\n";
+    Checked check =
+        check_with(machine,
+                   "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: " +
+                       std::to_string(machine.gid_of("video")) + "\nDeviceFileMode: 432\n",
+                   dir);
+    EXPECT_FALSE(check.dangers.empty());
+    EXPECT_NE(all(check).find("access to /dev/nvidiactl"), std::string::npos) << all(check);
+    EXPECT_NE(all(check).find("access to /dev/nvidia-uvm"), std::string::npos) << all(check);
+    EXPECT_NE(all(check).find("gpu-restriction.conf:2"), std::string::npos) << all(check);
+}
+
+// It said "ModifyDeviceFiles is 1" whatever the value.
+TEST(DriverCheck, TheValueShownIsTheDriversValue) {
+    TempDir dir;
+    Checked check = check_with(workstation(2),
+                               "ModifyDeviceFiles: 2\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                               "DeviceFileMode: 432\n",
+                               dir);
+    ASSERT_FALSE(check.dangers.empty());
+    EXPECT_NE(check.dangers[0].find("ModifyDeviceFiles is 2:"), std::string::npos) << all(check);
 }
 
 } // namespace gpuinit

@@ -417,6 +417,79 @@ TEST_F(ModuleTree, ToolDryRunShowsNvidiaFirstWithMergedOptions) {
               kModloadUsage);
 }
 
+// --root DIR once loaded DIR's modules into the running kernel and ran
+// DIR's install commands with this machine's shell, judging "loaded" from
+// DIR/sys. Now only a dry run, unless --live says otherwise.
+TEST_F(ModuleTree, AnotherRootNeverReachesTheRunningKernelUnasked) {
+    std::string output;
+    EXPECT_EQ(
+        run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "nvidia"},
+                    &output),
+        kModloadUsage);
+    EXPECT_NE(output.find("does not load into the running kernel"), std::string::npos) << output;
+    EXPECT_NE(output.find("--live"), std::string::npos) << output;
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--live", "--dry-run", "nvidia"}, &output),
+              kModloadUsage);
+    EXPECT_NE(output.find("--live is for --root DIR"), std::string::npos) << output;
+    // With --live, "already loaded" is the running kernel's view: a
+    // sys/module/nvidia under DIR does not count.
+    write(root_ / "sys/module/nvidia/initstate", "live\n");
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease,
+                           "--dry-run", "nvidia"},
+                          &output),
+              kModloadOk);
+    EXPECT_NE(output.find("already-loaded  nvidia"), std::string::npos) << output;
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease,
+                           "--dry-run", "--live", "nvidia"},
+                          &output),
+              kModloadOk);
+    EXPECT_NE(output.find("insmod          nvidia "), std::string::npos) << output;
+}
+
+// modprobe.d was handed to libkmod unchecked: a FIFO .conf hung it, a
+// 100 MB one took 8 s and 700 MB. Both are refused, naming the file.
+TEST_F(ModuleTree, ModprobeDIsBoundedBeforeLibkmodReadsIt) {
+    std::string fifo = root_ / "etc/modprobe.d/fifo.conf";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+    Lines lines = plan({{"nvidia", {}}});
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(failure_exit_, kModloadOtherError) << lines[0];
+    EXPECT_NE(lines[0].find(fifo + " is not a regular file"), std::string::npos) << lines[0];
+    ::unlink(fifo.c_str());
+
+    std::string big = root_ / "run/modprobe.d/big.conf";
+    write(big, "# " + std::string(2u << 20, 'x') + "\n");
+    lines = plan({{"nvidia", {}}});
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find(big + " is 2097155 bytes"), std::string::npos) << lines[0];
+    ::unlink(big.c_str());
+    // A directory named like a file is skipped, as libkmod would.
+    ASSERT_EQ(run_process({"/bin/mkdir", "-p", root_ / "etc/modprobe.d/dir.conf"}), 0);
+    EXPECT_EQ(plan({{"nvidia", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+    // Only *.conf and *.alias, and the same name in an earlier directory hides it.
+    write(root_ / "etc/modprobe.d/notes.txt", "options nvidia NVreg_EnableMSI=1\n");
+    EXPECT_EQ(plan({{"nvidia", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions}));
+}
+
+// libkmod printed "libkmod: ERROR: ..." to stderr while parsing the
+// configuration, before its log level could be set: now its words are
+// warnings of the run.
+TEST_F(ModuleTree, LibkmodsComplaintsAreWarningsNotStrayStderr) {
+    write(root_ / "etc/modprobe.d/bad.conf", "this is not a modprobe command\n");
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease,
+                           "--dry-run", "nvidia"},
+                          &output),
+              kModloadOk);
+    EXPECT_NE(output.find("gpu-modload: warning: libkmod: "), std::string::npos) << output;
+    EXPECT_NE(output.find("bad.conf"), std::string::npos) << output;
+    EXPECT_EQ(output.find("\nlibkmod:"), std::string::npos) << output;
+    EXPECT_NE(output.rfind("libkmod:", 0), 0u) << output;
+}
+
 TEST(ModuleOptions, MergeReplacesKeysInPlace) {
     EXPECT_EQ(merge_module_options({"a=1 b=2", "c=3", "a=9"}), "a=9 b=2 c=3");
     EXPECT_EQ(merge_module_options({"s=\"x y\" flag"}), "s=\"x y\" flag");
