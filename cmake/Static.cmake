@@ -1,5 +1,5 @@
-# GPUINIT_STATIC=ON: every tool is linked fully static against libkmod.a,
-# libpci.a, libudev.a (built from Debian's sources by
+# GPUINIT_STATIC=ON: the tools are one multi-call binary linked fully
+# static against libkmod.a, libudev.a (built from Debian's sources by
 # scripts/build-static-deps.sh, cached in the build tree) and libcap-ng.a.
 set(GPUINIT_STATIC_DEPS "${PROJECT_BINARY_DIR}/static-deps" CACHE PATH
     "Where scripts/build-static-deps.sh puts the static archives")
@@ -17,7 +17,7 @@ if(NOT deps_result EQUAL 0)
   message(FATAL_ERROR "scripts/build-static-deps.sh failed (${deps_result})")
 endif()
 
-foreach(library pci kmod udev cap-ng gpuinit-nonss)
+foreach(library kmod udev cap-ng gpuinit-nonss)
   add_library(gpuinit::${library} STATIC IMPORTED)
   set_target_properties(gpuinit::${library} PROPERTIES
     IMPORTED_LOCATION "${GPUINIT_STATIC_DEPS}/lib/lib${library}.a"

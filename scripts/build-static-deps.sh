@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the static archives the static gpuinit tools link against, from
 # Debian's own source packages at the versions the archive serves:
-# libkmod.a (kmod), libpci.a (pciutils) and libudev.a (systemd). Debian 12
+# libkmod.a (kmod) and libudev.a (systemd). Debian 12
 # ships only libcap-ng.a, which is copied from libcap-ng-dev.
 #
 #   scripts/build-static-deps.sh OUTDIR
@@ -89,7 +89,7 @@ fi
 # compile against, when the archive serves its source; else the highest
 # version the archive serves (showsrc lists one stanza per suite that has the
 # package, in no promised order).
-declare -A installed_library=([kmod]=libkmod2 [pciutils]=libpci3 [systemd]=libudev1)
+declare -A installed_library=([kmod]=libkmod2 [systemd]=libudev1)
 source_version() {
   local served installed best=""
   served=$(apt-cache showsrc "$1" | awk '/^Version:/ {print $2}')
@@ -108,7 +108,7 @@ source_version() {
 }
 
 cd "$src"
-for package in kmod pciutils systemd; do
+for package in kmod systemd; do
   version=$(source_version "$package")
   [[ -n $version ]] || { echo "build-static-deps: apt-cache showsrc $package: nothing" >&2; exit 1; }
   echo "build-static-deps: fetching $package $version"
@@ -118,16 +118,6 @@ for package in kmod pciutils systemd; do
     { tail -20 "$src/apt-$package.log" >&2; echo "build-static-deps: unpacking $package failed" >&2; exit 1; }
   echo "$package $version" >>"$src/versions"
 done
-
-# libpci.a: no zlib, DNS, libkmod or hwdb, so it needs nothing else at run time.
-echo "build-static-deps: building libpci.a"
-pci=$(echo "$src"/pciutils-*/)
-make -s -C "$pci" lib/libpci.a ZLIB=no DNS=no SHARED=no LIBKMOD=no HWDB=no \
-  IDSDIR=/usr/share/misc OPT="-O2 -fPIC -ffunction-sections -fdata-sections" -j "$jobs" \
-  >"$src/pciutils.log" 2>&1 || { tail -30 "$src/pciutils.log" >&2; exit 1; }
-mkdir -p "$out/include/pci"
-cp "$pci"/lib/{pci.h,config.h,header.h,types.h} "$out/include/pci/"
-cp "$pci/lib/libpci.a" "$out/lib/"
 
 # libkmod.a: its build refuses --enable-static, so compile the library and its
 # shared helpers directly, without compression or crypto support.
@@ -209,7 +199,7 @@ gcc -c -O2 -Wall -Wextra -Werror -ffunction-sections -fdata-sections \
   -o "$src/no-nss.o" "$here/static-no-nss.c"
 nm "$src/no-nss.o" | awk '$2 == "T" && sub(/^gpuinit_nonss_/, "", $3) {print $3}' | sort -u >"$src/stubbed"
 ar rcs "$out/lib/libgpuinit-nonss.a" "$src/no-nss.o"
-for archive in "$out"/lib/lib{kmod,pci,udev,cap-ng}.a; do
+for archive in "$out"/lib/lib{kmod,udev,cap-ng}.a; do
   nm "$archive" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -12 - "$src/warned" >"$src/used"
   [[ -s $src/used ]] || continue
   unstubbed=$(comm -23 "$src/used" "$src/stubbed" | tr '\n' ' ')

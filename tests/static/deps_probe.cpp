@@ -1,4 +1,4 @@
-// Links every static dependency the way a tool would (libkmod, libpci,
+// Links every static dependency the way a tool would (libkmod,
 // libudev enumerate and monitor, libcap-ng through drop_privileges) with the
 // static link flags. That it builds at all proves the archives link with no
 // NSS warning before any tool uses them; static.deps-probe then runs it.
@@ -12,10 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern "C" {
-#include <pci/pci.h>
-}
-
 namespace {
 
 bool probe_kmod() {
@@ -25,16 +21,6 @@ bool probe_kmod() {
         return false;
     }
     kmod_unref(context);
-    return true;
-}
-
-bool probe_pci() {
-    struct pci_access* access = pci_alloc();
-    if (access == nullptr) {
-        std::fprintf(stderr, "deps-probe: pci_alloc failed\n");
-        return false;
-    }
-    pci_cleanup(access);
     return true;
 }
 
@@ -94,7 +80,7 @@ int probe_drop_privileges() {
 } // namespace
 
 int main() {
-    if (!probe_kmod() || !probe_pci() || !probe_udev()) {
+    if (!probe_kmod() || !probe_udev()) {
         return 1;
     }
     return probe_drop_privileges();
