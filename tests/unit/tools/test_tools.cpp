@@ -43,6 +43,19 @@ TEST(Tools, AnEmptyRootIsAUsageError) {
     }
 }
 
+// "/." is "/": gpu-modload once took it for another machine and listed
+// /./lib/modules instead of using the running kernel's release.
+TEST(Tools, RootSpelledAnotherWayIsStillThisMachine) {
+    for (const char* tool : {GPU_MODLOAD_BIN, GPU_MKNOD_BIN}) {
+        std::string plain;
+        std::string dotted;
+        int plain_code = run_process({tool, "--root", "/", "--dry-run", "--json"}, &plain);
+        int dotted_code = run_process({tool, "--root", "/.", "--dry-run", "--json"}, &dotted);
+        EXPECT_EQ(plain_code, dotted_code) << tool;
+        EXPECT_EQ(plain, dotted) << tool;
+    }
+}
+
 TEST(Tools, SharedOptionsBehaveAlike) {
     for (const char* tool : {GPU_MKNOD_BIN, GPU_MODLOAD_BIN}) {
         std::string output;
