@@ -27,8 +27,8 @@ inline constexpr std::chrono::milliseconds kDefaultLockWait{60'000};
 class RunDir {
   public:
     // Opens <root>/run/gpuinit, creating it (0755) when `create`. It must be
-    // owned by this process's user and writable by nobody else: whoever can
-    // write it can block every run or fake its records.
+    // owned by root (or by this process's user) and writable by nobody else:
+    // whoever can write it can block every run or fake its records.
     static Result<RunDir> open(const Sysroot& root, bool create);
 
     // The exclusive lock `name`, waiting at most `wait` for its holder. The
