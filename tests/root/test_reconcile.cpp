@@ -465,6 +465,36 @@ TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
     EXPECT_NE(::lstat((dir / "dev/char/195:0").c_str(), &st), 0); // no dangling link
 }
 
+// A user's dry run reads root's records (it once refused root's run
+// directory because the user did not own it).
+TEST(RootReconcile, AUsersDryRunReadsRootsRecords) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
+    ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:27:00.0"}), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+        if (!drop_privileges(65534, 65534, {})) {
+            ::_exit(100);
+        }
+        MknodOptions options;
+        options.dry_run = true;
+        options.remove = true;
+        options.request = device("0000:27:00.0");
+        MknodOutcome outcome = run_mknod(*Sysroot::open(dir.path()), options);
+        bool planned = outcome.result.count(Change::Kind::Remove) == 2;
+        ::_exit(planned ? static_cast<int>(outcome.status) : 101);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(MknodStatus::Done));
+    EXPECT_EQ(::access((dir / "dev/nvidia1").c_str(), F_OK), 0); // a dry run
+}
+
 TEST(RootReconcile, ToolExitCodesAndDryRunChangeNothing) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;
