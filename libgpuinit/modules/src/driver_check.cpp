@@ -162,7 +162,7 @@ Result<DriverCheck> check_driver(const Sysroot& root, Diagnostics& diagnostics) 
                          "; the driver's settings cannot be judged without it");
         }
     }
-    auto access = [&](std::string who, std::string kind, AccessRule rule) {
+    auto access = [&](std::string who, std::string kind, const AccessRule& rule) {
         return NodeAccess{std::move(who), std::move(kind), rule, accounts->user(rule.owner),
                           accounts->group(rule.group)};
     };
