@@ -32,38 +32,34 @@ std::string status_line(const char* key) {
 
 TEST(Privileges, DropsIdsGroupsAndEveryCapability) {
     GPUINIT_REQUIRE_ROOT();
-    pid_t child = ::fork();
-    if (child == 0) {
-        // Exit codes name the first check that failed.
+    // Exit codes name the first check that failed.
+    int code = testing::run_in_child([] {
         if (!drop_privileges(65534, 65534, {65534, 1000})) {
-            ::_exit(1);
+            return 1;
         }
         gid_t groups[8];
         int count = ::getgroups(8, groups);
         // The kernel keeps them sorted.
         if (count != 2 || groups[0] != 1000 || groups[1] != 65534) {
-            ::_exit(2);
+            return 2;
         }
         if (::getuid() != 65534 || ::geteuid() != 65534 || ::getegid() != 65534) {
-            ::_exit(3);
+            return 3;
         }
         if (status_line("CapEff:") != "CapEff:\t0000000000000000\n" ||
             status_line("CapPrm:") != "CapPrm:\t0000000000000000\n" ||
             status_line("CapBnd:") != "CapBnd:\t0000000000000000\n") {
-            ::_exit(4);
+            return 4;
         }
         if (status_line("NoNewPrivs:") != "NoNewPrivs:\t1\n") {
-            ::_exit(5);
+            return 5;
         }
         if (::setuid(0) == 0) {
-            ::_exit(6);
+            return 6;
         }
-        ::_exit(0);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+        return 0;
+    });
+    EXPECT_EQ(code, 0);
 }
 
 } // namespace gpuinit

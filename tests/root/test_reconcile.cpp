@@ -222,48 +222,32 @@ TEST(RootReconcile, SymlinkedDevCharIsReportedOnce) {
 // child's exit code and may fill the text. Returns that code, or -1.
 int run_on_old_kernel_without_proc(const std::function<int(std::string*)>& body,
                                    std::string* text) {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-        return -1;
-    }
-    pid_t child = ::fork();
-    if (child == 0) {
-        ::close(fds[0]);
-        if (::unshare(CLONE_NEWNS) != 0 ||
-            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount("tmpfs", "/proc", "tmpfs", 0, nullptr) != 0) {
-            ::_exit(120);
-        }
-        struct sock_filter filter[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 452 /* fchmodat2 */, 3, 0),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 464 /* getxattrat */, 2, 0),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 466 /* removexattrat */, 1, 0),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        };
-        struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
-        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-            ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
-            ::_exit(121);
-        }
-        std::string report;
-        int code = body(&report);
-        ssize_t written = ::write(fds[1], report.data(), report.size());
-        ::_exit(written == static_cast<ssize_t>(report.size()) ? code : 122);
-    }
-    ::close(fds[1]);
-    char buffer[4096];
-    ssize_t n = 0;
-    while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
-        text->append(buffer, static_cast<size_t>(n));
-    }
-    ::close(fds[0]);
-    int status = 0;
-    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
-        return -1;
-    }
-    return WEXITSTATUS(status);
+    return testing::run_in_child(
+        [&] {
+            if (::unshare(CLONE_NEWNS) != 0 ||
+                ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tmpfs", "/proc", "tmpfs", 0, nullptr) != 0) {
+                return 120;
+            }
+            struct sock_filter filter[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 452 /* fchmodat2 */, 3, 0),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 464 /* getxattrat */, 2, 0),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 466 /* removexattrat */, 1, 0),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            };
+            struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
+            if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+                return 121;
+            }
+            std::string report;
+            int code = body(&report);
+            std::fputs(report.c_str(), stdout);
+            return code;
+        },
+        text);
 }
 
 int mknod_in_child(const std::string& root, std::string* report) {
@@ -447,19 +431,15 @@ TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
     TempDir dir;
     ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
     ASSERT_EQ(run_process({"/bin/chmod", "-R", "a+rwX", dir.path()}), 0);
-    pid_t child = ::fork();
-    if (child == 0) {
+    int code = testing::run_in_child([&] {
         if (!drop_privileges(65534, 65534, {})) {
-            ::_exit(100);
+            return 100;
         }
         MknodOutcome outcome = apply(dir.path());
         bool says_root = outcome_text(outcome, 0).find("(run as root)") != std::string::npos;
-        ::_exit(says_root ? static_cast<int>(outcome.status) : 101);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(MknodStatus::NothingDone));
+        return says_root ? static_cast<int>(outcome.status) : 101;
+    });
+    EXPECT_EQ(code, static_cast<int>(MknodStatus::NothingDone));
     EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0);
     struct stat st {};
     EXPECT_NE(::lstat((dir / "dev/char/195:0").c_str(), &st), 0); // no dangling link
@@ -475,10 +455,9 @@ TEST(RootReconcile, AUsersDryRunReadsRootsRecords) {
     ASSERT_TRUE(write_fixture(machine, dir.path()));
     ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
     ASSERT_EQ(run_process({"/bin/rm", "-rf", dir / "proc/driver/nvidia/gpus/0000:27:00.0"}), 0);
-    pid_t child = ::fork();
-    if (child == 0) {
+    int code = testing::run_in_child([&] {
         if (!drop_privileges(65534, 65534, {})) {
-            ::_exit(100);
+            return 100;
         }
         MknodOptions options;
         options.dry_run = true;
@@ -486,12 +465,9 @@ TEST(RootReconcile, AUsersDryRunReadsRootsRecords) {
         options.request = device("0000:27:00.0");
         MknodOutcome outcome = run_mknod(*Sysroot::open(dir.path()), options);
         bool planned = outcome.result.count(Change::Kind::Remove) == 2;
-        ::_exit(planned ? static_cast<int>(outcome.status) : 101);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(MknodStatus::Done));
+        return planned ? static_cast<int>(outcome.status) : 101;
+    });
+    EXPECT_EQ(code, static_cast<int>(MknodStatus::Done));
     EXPECT_EQ(::access((dir / "dev/nvidia1").c_str(), F_OK), 0); // a dry run
 }
 

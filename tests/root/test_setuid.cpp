@@ -21,39 +21,22 @@ namespace {
 // takes effect); returns its exit status and output.
 int run_as_nobody(const std::string& program, const std::vector<std::string>& args,
                   std::string* output) {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-        return -1;
-    }
-    pid_t child = ::fork();
-    if (child == 0) {
-        ::dup2(fds[1], 1);
-        ::dup2(fds[1], 2);
-        gid_t none[] = {65534};
-        if (::setgroups(1, none) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-            ::setresuid(65534, 65534, 65534) != 0) {
-            ::_exit(120);
-        }
-        std::vector<char*> argv = {const_cast<char*>(program.c_str())};
-        for (const std::string& arg : args) {
-            argv.push_back(const_cast<char*>(arg.c_str()));
-        }
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-    }
-    ::close(fds[1]);
-    char buffer[4096];
-    ssize_t n = 0;
-    while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
-        output->append(buffer, static_cast<size_t>(n));
-    }
-    ::close(fds[0]);
-    int status = 0;
-    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
-        return -1;
-    }
-    return WEXITSTATUS(status);
+    return testing::run_in_child(
+        [&] {
+            gid_t none[] = {65534};
+            if (::setgroups(1, none) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+                ::setresuid(65534, 65534, 65534) != 0) {
+                return 120;
+            }
+            std::vector<char*> argv = {const_cast<char*>(program.c_str())};
+            for (const std::string& arg : args) {
+                argv.push_back(const_cast<char*>(arg.c_str()));
+            }
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            return 127;
+        },
+        output);
 }
 
 } // namespace

@@ -141,43 +141,28 @@ int run_with_host_cmdline(const std::string& host_cmdline, const std::vector<std
                           std::string* output) {
     TempDir dir;
     std::string cmdline = dir / "cmdline";
-    std::string log = dir / "output";
     write(cmdline, host_cmdline);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        // Root can do it directly; anyone else through a user namespace.
-        if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
-            ::_exit(kNoNamespace);
-        }
-        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount(cmdline.c_str(), "/proc/cmdline", nullptr, MS_BIND, nullptr) != 0) {
-            ::_exit(kNoNamespace);
-        }
-        int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-        std::vector<char*> args;
-        for (const std::string& arg : argv) {
-            args.push_back(const_cast<char*>(arg.c_str()));
-        }
-        args.push_back(nullptr);
-        ::execv(args[0], args.data());
-        ::_exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-        return -1;
-    }
-    if (FILE* in = std::fopen(log.c_str(), "r")) {
-        char buffer[4096];
-        size_t n = 0;
-        while ((n = std::fread(buffer, 1, sizeof buffer, in)) > 0) {
-            output->append(buffer, n);
-        }
-        std::fclose(in);
-    }
-    return WEXITSTATUS(status);
+    return testing::run_in_child(
+        [&] {
+            // Root can do it directly; anyone else through a user namespace.
+            if (::unshare(CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+                return kNoNamespace;
+            }
+            if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount(cmdline.c_str(), "/proc/cmdline", nullptr, MS_BIND, nullptr) != 0) {
+                return kNoNamespace;
+            }
+            std::vector<char*> args;
+            for (const std::string& arg : argv) {
+                args.push_back(const_cast<char*>(arg.c_str()));
+            }
+            args.push_back(nullptr);
+            ::execv(args[0], args.data());
+            return 127;
+        },
+        output);
 }
+
 constexpr const char* kNvidiaOptions =
     "NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660 "
     "NVreg_ModifyDeviceFiles=0";
