@@ -171,26 +171,11 @@ Result<std::optional<std::string>> RunDir::read_record(std::string_view name,
         return error(display(name) + " is not a regular file; refusing to read it (remove it)",
                      EINVAL);
     }
-    std::string data;
-    char buffer[4096];
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            return errno_error("cannot read " + display(name));
-        }
-        if (n == 0) {
-            return std::optional<std::string>(std::move(data));
-        }
-        data.append(buffer, static_cast<size_t>(n));
-        if (data.size() > max_bytes) {
-            return error(format("%s is larger than %zu bytes; refusing to parse it",
-                                display(name).c_str(), max_bytes),
-                         EFBIG);
-        }
+    auto data = read_all(fd.get(), max_bytes, display(name));
+    if (!data) {
+        return data.error();
     }
+    return std::optional<std::string>(std::move(*data));
 }
 
 Status RunDir::write_record(std::string_view name, std::string_view text) const {

@@ -4,9 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
-#include <dirent.h>
 #include <fcntl.h>
-#include <memory>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -51,11 +49,6 @@ std::string proc_fd_path(int dirfd, const std::string& leaf) {
 bool have_proc_fds() {
     return ::access("/proc/self/fd", X_OK) == 0;
 }
-
-// Closes a DIR* exactly once.
-struct DirCloser {
-    void operator()(DIR* dir) const { ::closedir(dir); }
-};
 
 } // namespace
 
@@ -356,30 +349,7 @@ Status SafeDir::unlink(const std::string& leaf) const {
 }
 
 Result<std::vector<std::string>> SafeDir::list() const {
-    UniqueFd copy(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!copy.valid()) {
-        return errno_error("cannot list " + path_);
-    }
-    std::unique_ptr<DIR, DirCloser> dir(::fdopendir(copy.get()));
-    if (!dir) {
-        return errno_error("cannot list " + path_);
-    }
-    copy.release();
-    std::vector<std::string> names;
-    for (;;) {
-        errno = 0;
-        struct dirent* entry = ::readdir(dir.get());
-        if (entry == nullptr) {
-            if (errno != 0) {
-                return errno_error("cannot list " + path_);
-            }
-            return names;
-        }
-        std::string_view name(entry->d_name);
-        if (name != "." && name != "..") {
-            names.emplace_back(name);
-        }
-    }
+    return list_names(fd_.get(), path_);
 }
 
 Status SafeDir::write_atomic(const std::string& name, std::string_view data, mode_t mode) const {

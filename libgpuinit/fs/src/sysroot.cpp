@@ -129,32 +129,69 @@ Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
     return fd;
 }
 
+Result<size_t> read_some(int fd, char* buffer, size_t size, const std::string& shown) {
+    for (;;) {
+        ssize_t n = ::read(fd, buffer, size);
+        if (n >= 0) {
+            return static_cast<size_t>(n);
+        }
+        if (errno != EINTR) {
+            return errno_error("cannot read " + shown);
+        }
+    }
+}
+
+Result<std::string> read_all(int fd, size_t max_bytes, const std::string& shown) {
+    std::string data;
+    char buffer[8192];
+    for (;;) {
+        auto n = read_some(fd, buffer, sizeof buffer, shown);
+        if (!n) {
+            return n.error();
+        }
+        if (*n == 0) {
+            return data;
+        }
+        data.append(buffer, *n);
+        if (data.size() > max_bytes) {
+            return error(format("%s is larger than %zu bytes; refusing to parse it", shown.c_str(),
+                                max_bytes),
+                         EFBIG);
+        }
+    }
+}
+
+Result<std::vector<std::string>> list_names(int dir_fd, const std::string& shown) {
+    // readdir() closes the fd it was given: it gets its own.
+    UniqueFd copy(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    std::unique_ptr<DIR, DirCloser> dir(copy.valid() ? ::fdopendir(copy.get()) : nullptr);
+    if (!dir) {
+        return errno_error("cannot list " + shown);
+    }
+    copy.release();
+    std::vector<std::string> names;
+    for (;;) {
+        errno = 0;
+        struct dirent* entry = ::readdir(dir.get());
+        if (entry == nullptr) {
+            if (errno != 0) {
+                return errno_error("cannot list " + shown);
+            }
+            return names;
+        }
+        std::string_view name(entry->d_name);
+        if (name != "." && name != "..") {
+            names.emplace_back(name);
+        }
+    }
+}
+
 Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) const {
     auto fd = open_file(rel);
     if (!fd) {
         return fd.error();
     }
-    std::string data;
-    char buffer[8192];
-    for (;;) {
-        ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno_error("cannot read " + display(rel));
-        }
-        if (n == 0) {
-            break;
-        }
-        data.append(buffer, static_cast<size_t>(n));
-        if (data.size() > max_bytes) {
-            return error(format("%s is larger than %zu bytes; refusing to parse it",
-                                display(rel).c_str(), max_bytes),
-                         EFBIG);
-        }
-    }
-    return data;
+    return read_all(fd->get(), max_bytes, display(rel));
 }
 
 Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
@@ -167,17 +204,14 @@ Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
     size_t number = 0;
     char buffer[16384];
     for (;;) {
-        ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno_error("cannot read " + display(rel));
+        auto n = read_some(fd->get(), buffer, sizeof buffer, display(rel));
+        if (!n) {
+            return n.error();
         }
-        if (n == 0) {
+        if (*n == 0) {
             break;
         }
-        pending.append(buffer, static_cast<size_t>(n));
+        pending.append(buffer, *n);
         size_t start = 0;
         for (size_t end = pending.find('\n'); end != std::string::npos;
              end = pending.find('\n', start)) {
@@ -223,28 +257,10 @@ Result<std::vector<std::string>> Sysroot::list_dir(std::string_view rel) const {
     if (!fd) {
         return os_error(fd.error().code, "cannot list " + display(rel));
     }
-    std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd->get()));
-    if (!dir) {
-        return errno_error("cannot list " + display(rel));
+    auto names = list_names(fd->get(), display(rel));
+    if (names) {
+        std::sort(names->begin(), names->end());
     }
-    fd->release(); // the DIR owns it now
-    std::vector<std::string> names;
-    for (;;) {
-        errno = 0;
-        struct dirent* entry = ::readdir(dir.get());
-        if (entry == nullptr) {
-            if (errno != 0) {
-                return errno_error("cannot list " + display(rel));
-            }
-            break;
-        }
-        std::string_view name(entry->d_name);
-        if (name == "." || name == "..") {
-            continue;
-        }
-        names.emplace_back(name);
-    }
-    std::sort(names.begin(), names.end());
     return names;
 }
 

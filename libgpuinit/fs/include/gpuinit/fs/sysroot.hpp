@@ -75,4 +75,14 @@ class Sysroot {
 // "a/b/" -> "a/b"; "/a" -> "a".
 std::string_view strip_slashes(std::string_view rel);
 
+// The helpers under the readers above, for fds opened elsewhere in fs
+// (`shown` names the file or directory in messages):
+// - read(2) into `buffer`, retrying on EINTR; 0 at the end;
+Result<size_t> read_some(int fd, char* buffer, size_t size, const std::string& shown);
+// - the whole file; more than `max_bytes` is an error (EFBIG);
+Result<std::string> read_all(int fd, size_t max_bytes, const std::string& shown);
+// - the names in a directory, unsorted, without "." and ".."; `dir_fd`
+//   stays open and the caller's.
+Result<std::vector<std::string>> list_names(int dir_fd, const std::string& shown);
+
 } // namespace gpuinit
