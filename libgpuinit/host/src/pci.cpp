@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
-#include <memory>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <tuple>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -18,7 +22,8 @@ namespace {
 
 struct Address {
     unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-    auto key() const { return std::tie(domain, bus, dev, fn); }
+    // Orders as (domain, bus, dev, fn) does: bus, dev and fn fit in 8 bits.
+    uint64_t key() const { return (uint64_t{domain} << 32) | (bus << 16) | (dev << 8) | fn; }
 };
 
 std::optional<Address> parse_bdf(std::string_view text) {
@@ -54,51 +59,225 @@ std::optional<Address> parse_bdf(std::string_view text) {
                    static_cast<unsigned>(*dev), static_cast<unsigned>(*fn)};
 }
 
-std::string canonical(const Address& a) {
-    return format("%04x:%02x:%02x.%x", a.domain, a.bus, a.dev, a.fn);
-}
-
-// A sysfs attribute such as "0x10de\n", read relative to the devices fd.
-Result<uint32_t> read_hex_attribute(int devices_fd, const std::string& entry, const char* name,
-                                    uint32_t max, const Sysroot& root) {
-    std::string rel = entry + "/" + name;
-    std::string shown = root.display(std::string(kPciDevicesPath) + "/" + rel);
-    UniqueFd fd(::openat(devices_fd, rel.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-    if (!fd.valid()) {
-        return errno_error("cannot open " + shown);
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-        return errno_error("cannot stat " + shown);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return error(shown + " is not a regular file; refusing to read it", EINVAL);
-    }
-    char buffer[32];
-    ssize_t n = 0;
+// Appends `value` in lower-case hex, zero-padded to at least `width` digits.
+char* put_hex(char* out, unsigned value, int width) {
+    char digits[8];
+    int n = 0;
     do {
-        n = ::read(fd.get(), buffer, sizeof buffer);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        return errno_error("cannot read " + shown);
+        digits[n++] = "0123456789abcdef"[value & 0xf];
+        value >>= 4;
+    } while (value != 0);
+    while (n < width) {
+        digits[n++] = '0';
     }
-    std::string_view text = trim(std::string_view(buffer, static_cast<size_t>(n)));
-    if (text.starts_with("0x")) {
-        text.remove_prefix(2);
+    while (n > 0) {
+        *out++ = digits[--n];
     }
-    auto value = parse_hex_digits(text, max);
-    if (!value || static_cast<size_t>(n) == sizeof buffer) {
-        return error(shown + ": " + quote(std::string_view(buffer, static_cast<size_t>(n))) +
-                         " is not a hex number",
-                     EINVAL);
-    }
-    return static_cast<uint32_t>(*value);
+    return out;
 }
 
-// Closes a DIR* exactly once.
-struct DirCloser {
-    void operator()(DIR* dir) const { ::closedir(dir); }
+// "%04x:%02x:%02x.%x", without vsnprintf: it is called for every GPU of
+// every run.
+std::string canonical(const Address& a) {
+    char text[20];
+    char* out = put_hex(text, a.domain, 4);
+    *out++ = ':';
+    out = put_hex(out, a.bus, 2);
+    *out++ = ':';
+    out = put_hex(out, a.dev, 2);
+    *out++ = '.';
+    out = put_hex(out, a.fn, 1);
+    return std::string(text, static_cast<size_t>(out - text));
+}
+
+// The attribute fds of a walk, closed together: one close_range() for a run
+// of consecutive fds instead of one close() each (a syscall costs about as
+// much as reading the attribute). Nothing else opens or closes fds during
+// the walk, so each new fd is higher than the last, and a run of
+// consecutive numbers holds only fds this batch opened.
+class FdBatch {
+  public:
+    FdBatch() { fds_.reserve(kMax); }
+    ~FdBatch() { flush(); }
+    FdBatch(const FdBatch&) = delete;
+    FdBatch& operator=(const FdBatch&) = delete;
+
+    // Before the fd's use: the batch closes only fds opened before it.
+    void add(int fd) {
+        // Full (far below any RLIMIT_NOFILE), or an fd below the last one
+        // (not expected): the ones before are done with.
+        if (fds_.size() == kMax || (!fds_.empty() && fd <= fds_.back())) {
+            flush();
+        }
+        fds_.push_back(fd);
+    }
+
+    bool empty() const { return fds_.empty(); }
+
+    void flush() {
+        for (size_t first = 0; first < fds_.size();) {
+            size_t last = first;
+            while (last + 1 < fds_.size() && fds_[last + 1] == fds_[last] + 1) {
+                ++last;
+            }
+            if (last == first || ::close_range(static_cast<unsigned>(fds_[first]),
+                                               static_cast<unsigned>(fds_[last]), 0) != 0) {
+                // A single fd, or close_range() missing (before Linux 5.9) or
+                // filtered: one by one.
+                for (size_t i = first; i <= last; ++i) {
+                    ::close(fds_[i]);
+                }
+            }
+            first = last + 1;
+        }
+        fds_.clear();
+    }
+
+  private:
+    static constexpr size_t kMax = 64;
+    std::vector<int> fds_;
 };
+
+// One function's directory under the devices dir. sysfs names them in a
+// few ways; the name as listed is kept to open the attributes.
+struct Entry {
+    Address address;
+    std::string name;
+};
+
+// How the attributes below the devices dir are opened. On sysfs every
+// attribute is a kernfs regular file, so when openat2() can keep the lookup
+// from leaving that filesystem (RESOLVE_NO_XDEV) no fstat() per attribute
+// is needed to refuse a FIFO or a device; anywhere else (a copied tree, a
+// tmpfs fixture, a kernel without openat2) each one is checked.
+class AttributeReader {
+  public:
+    AttributeReader(int devices_fd, const Sysroot& root) : fd_(devices_fd), root_(root) {
+        struct statfs fs {};
+        sysfs_ = ::fstatfs(devices_fd, &fs) == 0 && fs.f_type == SYSFS_MAGIC;
+    }
+
+    // A sysfs attribute such as "0x10de\n".
+    Result<uint32_t> read_hex(const std::string& entry, const char* name, uint32_t max) {
+        // A listed name has at most 255 bytes (NAME_MAX).
+        char rel[NAME_MAX + 16];
+        size_t name_size = std::strlen(name);
+        if (entry.size() + 1 + name_size >= sizeof rel) {
+            return os_error(ENAMETOOLONG, "cannot open " + shown(entry, name));
+        }
+        // entry, '/', then name with its terminating NUL.
+        entry.copy(rel, entry.size());
+        rel[entry.size()] = '/';
+        std::memcpy(rel + entry.size() + 1, name, name_size + 1);
+        bool checked = false;
+        int fd = open_on_sysfs(rel);
+        if (fd < 0) {
+            fd = ::openat(fd_, rel, kFlags);
+            if (fd < 0 && errno == EMFILE && !opened_.empty()) {
+                opened_.flush();
+                fd = ::openat(fd_, rel, kFlags);
+            }
+            if (fd < 0) {
+                return errno_error("cannot open " + shown(entry, name));
+            }
+            checked = true;
+        }
+        opened_.add(fd);
+        if (checked) {
+            struct stat st {};
+            if (::fstat(fd, &st) != 0) {
+                return errno_error("cannot stat " + shown(entry, name));
+            }
+            if (!S_ISREG(st.st_mode)) {
+                return error(shown(entry, name) + " is not a regular file; refusing to read it",
+                             EINVAL);
+            }
+        }
+        char buffer[32];
+        ssize_t n = 0;
+        do {
+            n = ::read(fd, buffer, sizeof buffer);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            return errno_error("cannot read " + shown(entry, name));
+        }
+        std::string_view text = trim(std::string_view(buffer, static_cast<size_t>(n)));
+        if (text.starts_with("0x")) {
+            text.remove_prefix(2);
+        }
+        auto value = parse_hex_digits(text, max);
+        if (!value || static_cast<size_t>(n) == sizeof buffer) {
+            return error(shown(entry, name) + ": " +
+                             quote(std::string_view(buffer, static_cast<size_t>(n))) +
+                             " is not a hex number",
+                         EINVAL);
+        }
+        return static_cast<uint32_t>(*value);
+    }
+
+  private:
+    static constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+
+    // -1 when the attribute is to be opened and checked the ordinary way:
+    // not on sysfs, no openat2(), or a lookup that would leave sysfs (EXDEV).
+    int open_on_sysfs(const char* rel) {
+        if (!sysfs_) {
+            return -1;
+        }
+        struct open_how how {};
+        how.flags = static_cast<uint64_t>(kFlags);
+        how.resolve = RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
+        int fd = static_cast<int>(::syscall(SYS_openat2, fd_, rel, &how, sizeof how));
+        if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+            sysfs_ = false; // seccomp filters that predate openat2 answer EPERM
+        }
+        return fd;
+    }
+
+    std::string shown(const std::string& entry, const char* name) const {
+        return root_.display(std::string(kPciDevicesPath) + "/" + entry + "/" + name);
+    }
+
+    int fd_;
+    const Sysroot& root_;
+    bool sysfs_ = false;
+    FdBatch opened_;
+};
+
+// The function directories, in listing order; the first name that is not a
+// PCI address is an error. getdents64() on the devices fd itself: a DIR
+// would cost a dup, an fstat, two fcntl() and a 32 KiB buffer.
+Result<std::vector<Entry>> list_functions(int devices_fd, const std::string& shown_dir) {
+    std::vector<Entry> entries;
+    alignas(8) char buffer[8192];
+    for (;;) {
+        long n = ::syscall(SYS_getdents64, devices_fd, buffer, sizeof buffer);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno_error("cannot list " + shown_dir);
+        }
+        if (n == 0) {
+            return entries;
+        }
+        for (long offset = 0; offset < n;) {
+            const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + offset);
+            offset += entry->d_reclen;
+            std::string_view name(entry->d_name);
+            if (name == "." || name == "..") {
+                continue;
+            }
+            auto address = parse_bdf(name);
+            if (!address) {
+                return error(shown_dir + "/" + printable(name) +
+                                 ": not a PCI address (domain:bus:device.function)",
+                             EINVAL);
+            }
+            entries.push_back({*address, std::string(name)});
+        }
+    }
+}
 
 } // namespace
 
@@ -117,7 +296,7 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
     if (!devices) {
         return devices.error();
     }
-    std::vector<std::pair<Address, std::string>> entries;
+    std::vector<Entry> entries;
     if (only) {
         auto address = parse_bdf(*only);
         if (!address) {
@@ -127,54 +306,39 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
         std::string name = canonical(*address);
         struct stat st {};
         if (::fstatat(devices->get(), name.c_str(), &st, 0) == 0) {
-            entries.emplace_back(*address, std::move(name));
+            entries.push_back({*address, std::move(name)});
         }
     } else {
-        UniqueFd listing(::openat(devices->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        std::unique_ptr<DIR, DirCloser> dir(listing.valid() ? ::fdopendir(listing.get()) : nullptr);
-        if (!dir) {
-            return errno_error("cannot list " + shown_dir);
+        auto listed = list_functions(devices->get(), shown_dir);
+        if (!listed) {
+            return listed.error();
         }
-        listing.release();
-        for (;;) {
-            errno = 0;
-            struct dirent* entry = ::readdir(dir.get());
-            if (entry == nullptr) {
-                if (errno != 0) {
-                    return errno_error("cannot list " + shown_dir);
-                }
-                break;
-            }
-            std::string_view name(entry->d_name);
-            if (name == "." || name == "..") {
-                continue;
-            }
-            auto address = parse_bdf(name);
-            if (!address) {
-                return error(shown_dir + "/" + printable(name) +
-                                 ": not a PCI address (domain:bus:device.function)",
-                             EINVAL);
-            }
-            entries.emplace_back(*address, std::string(name));
-        }
+        entries = std::move(*listed);
     }
-    std::sort(entries.begin(), entries.end(),
-              [](const auto& a, const auto& b) { return a.first.key() < b.first.key(); });
+    // Sorted by a packed key, moving indices rather than names.
+    std::vector<std::pair<uint64_t, uint32_t>> order;
+    order.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+        order.emplace_back(entries[i].address.key(), static_cast<uint32_t>(i));
+    }
+    std::sort(order.begin(), order.end());
+    AttributeReader reader(devices->get(), root);
     std::vector<PciFunction> gpus;
-    for (const auto& [address, name] : entries) {
-        auto vendor = read_hex_attribute(devices->get(), name, "vendor", 0xffff, root);
+    for (const auto& [key, index] : order) {
+        const Entry& entry = entries[index];
+        auto vendor = reader.read_hex(entry.name, "vendor", 0xffff);
         if (!vendor) {
             return vendor.error();
         }
         if (*vendor != kNvidiaVendor) {
             continue;
         }
-        auto pci_class = read_hex_attribute(devices->get(), name, "class", 0xffffff, root);
+        auto pci_class = reader.read_hex(entry.name, "class", 0xffffff);
         if (!pci_class) {
             return pci_class.error();
         }
         if (is_gpu_class(*pci_class)) {
-            gpus.push_back({canonical(address), *pci_class});
+            gpus.push_back({canonical(entry.address), *pci_class});
         }
     }
     return gpus;
