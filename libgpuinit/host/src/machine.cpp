@@ -22,13 +22,9 @@ bool listed(const Machine& machine, const std::string& bdf) {
 // The majors, rejecting what no kernel would register: 0 (unnamed) and 1
 // (mem), and a uvm or caps major equal to the GPUs' (that would make
 // /dev/nvidia-uvm a GPU node and open it to everyone).
-Status read_majors(const Sysroot& root, Machine& machine) {
-    auto text = root.read_file("proc/devices");
-    if (!text) {
-        return text.error();
-    }
+Status read_majors(const Sysroot& root, const std::string& text, Machine& machine) {
     std::string source = root.display("proc/devices");
-    auto devices = parse_proc_devices(*text, source);
+    auto devices = parse_proc_devices(text, source);
     if (!devices) {
         return devices.error();
     }
@@ -135,14 +131,15 @@ std::string Gpu::subject() const {
 Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
                                  const PciNeed& pci) {
     Machine machine;
-    auto have_devices = root.exists("proc/devices");
-    if (!have_devices) {
-        return have_devices.error();
-    }
-    if (*have_devices) {
-        if (auto read = read_majors(root, machine); !read) {
+    // Read at once: a missing file (ENOENT, ENOTDIR) is what exists() would
+    // have said no to, and any other error the one the read after it gave.
+    auto devices_text = root.read_file("proc/devices");
+    if (devices_text) {
+        if (auto read = read_majors(root, *devices_text, machine); !read) {
             return read.error();
         }
+    } else if (devices_text.error().code != ENOENT && devices_text.error().code != ENOTDIR) {
+        return devices_text.error();
     }
 
     auto driver_entries = root.list_dir(kDriverGpusPath);
