@@ -61,14 +61,19 @@ std::string temp_name(std::string_view leaf) {
 Result<SafeDir> SafeDir::open(const Sysroot& root, std::string_view rel,
                               std::optional<mode_t> create_mode, bool* created) {
     // The root itself is the admin's choice and trusted; everything below it
-    // is walked without following links.
-    UniqueFd dir(::openat(root.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir.valid()) {
-        return errno_error("cannot open root " + root.root());
-    }
+    // is walked without following links, the first step from the root's own
+    // (O_PATH) fd, which *at() calls take as it is.
     std::string_view rest = strip_slashes(rel);
+    UniqueFd dir;
+    if (rest.empty()) {
+        dir.reset(::openat(root.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!dir.valid()) {
+            return errno_error("cannot open root " + root.root());
+        }
+    }
     std::string walked;
     while (!rest.empty()) {
+        const int at = dir.valid() ? dir.get() : root.fd();
         size_t slash = rest.find('/');
         std::string component(rest.substr(0, slash));
         rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
@@ -77,18 +82,18 @@ Result<SafeDir> SafeDir::open(const Sysroot& root, std::string_view rel,
             return error("refusing path component '" + component + "' in " + walked, EINVAL);
         }
         constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-        int fd = ::openat(dir.get(), component.c_str(), kFlags);
+        int fd = ::openat(at, component.c_str(), kFlags);
         bool made = false;
         if (fd < 0 && errno == ENOENT && create_mode) {
             // Owner bits first, the final mode once it is ours: never wider.
-            if (::mkdirat(dir.get(), component.c_str(), *create_mode & 0700) != 0) {
+            if (::mkdirat(at, component.c_str(), *create_mode & 0700) != 0) {
                 if (errno != EEXIST) {
                     return errno_error("cannot create directory " + root.display(walked));
                 }
             } else {
                 made = true;
             }
-            fd = ::openat(dir.get(), component.c_str(), kFlags);
+            fd = ::openat(at, component.c_str(), kFlags);
         }
         if (fd < 0) {
             if (errno == ELOOP || errno == ENOTDIR) {
