@@ -102,6 +102,29 @@ Result<UniqueFd> Sysroot::resolve(std::string_view rel, int flags) const {
     return fd;
 }
 
+namespace {
+
+// Why a non-regular file (by open_file()'s fstat) is refused.
+Diagnostic not_regular(const struct stat& st, const std::string& shown) {
+    return error(shown + " is not a regular file (" +
+                     (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                      : S_ISDIR(st.st_mode)  ? "a directory"
+                      : S_ISSOCK(st.st_mode) ? "a socket"
+                                             : "a device") +
+                     "); refusing to read it (replace it with the real file)",
+                 EINVAL);
+}
+
+// Whether `total` bytes read are all of a file of that fstat() size, so the
+// read that would return 0 can be left out: a regular file on disk or tmpfs
+// has its size; procfs says 0 and sysfs says 4096, the most an attribute
+// holds, so those are read to the end as before.
+bool have_whole(const struct stat& st, size_t total) {
+    return st.st_size > 0 && total >= static_cast<size_t>(st.st_size);
+}
+
+} // namespace
+
 Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
     auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
     if (!fd) {
@@ -112,13 +135,7 @@ Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
         return errno_error("cannot stat " + display(rel));
     }
     if (!S_ISREG(st.st_mode)) {
-        return error(display(rel) + " is not a regular file (" +
-                         (S_ISFIFO(st.st_mode)   ? "a FIFO"
-                          : S_ISDIR(st.st_mode)  ? "a directory"
-                          : S_ISSOCK(st.st_mode) ? "a socket"
-                                                 : "a device") +
-                         "); refusing to read it (replace it with the real file)",
-                     EINVAL);
+        return not_regular(st, display(rel));
     }
     return fd;
 }
@@ -188,23 +205,20 @@ Result<std::vector<std::string>> list_names(int dir_fd, const std::string& shown
 }
 
 Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) const {
-    auto fd = open_file(rel);
+    auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
     if (!fd) {
         return fd.error();
     }
-    return read_all(fd->get(), max_bytes, display(rel));
-}
-
-Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
-                              const std::function<Status(std::string_view, size_t)>& line) const {
-    auto fd = open_file(rel);
-    if (!fd) {
-        return fd.error();
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) {
+        return errno_error("cannot stat " + display(rel));
     }
-    std::string pending;
-    size_t number = 0;
-    char buffer[16384];
-    for (;;) {
+    if (!S_ISREG(st.st_mode)) {
+        return not_regular(st, display(rel));
+    }
+    std::string data;
+    char buffer[8192];
+    while (!have_whole(st, data.size())) {
         auto n = read_some(fd->get(), buffer, sizeof buffer, display(rel));
         if (!n) {
             return n.error();
@@ -212,6 +226,42 @@ Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
         if (*n == 0) {
             break;
         }
+        data.append(buffer, *n);
+        if (data.size() > max_bytes) {
+            return error(format("%s is larger than %zu bytes; refusing to parse it",
+                                display(rel).c_str(), max_bytes),
+                         EFBIG);
+        }
+    }
+    return data;
+}
+
+Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
+                              const std::function<Status(std::string_view, size_t)>& line) const {
+    auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
+    if (!fd) {
+        return fd.error();
+    }
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) {
+        return errno_error("cannot stat " + display(rel));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return not_regular(st, display(rel));
+    }
+    std::string pending;
+    size_t number = 0;
+    size_t total = 0;
+    char buffer[16384];
+    while (!have_whole(st, total)) {
+        auto n = read_some(fd->get(), buffer, sizeof buffer, display(rel));
+        if (!n) {
+            return n.error();
+        }
+        if (*n == 0) {
+            break;
+        }
+        total += *n;
         pending.append(buffer, *n);
         size_t start = 0;
         for (size_t end = pending.find('\n'); end != std::string::npos;
