@@ -400,7 +400,19 @@ void Reconciler::link(const LinkSpec& spec) {
         return;
     }
     EntryState state;
-    if (*dir != nullptr) {
+    bool inspect = *dir != nullptr;
+    if (inspect) {
+        // The common cases in one call: the right link (nothing to do) or
+        // none at all; anything else is looked at in full.
+        char target[4096];
+        ssize_t n = ::readlinkat((*dir)->fd(), leaf.c_str(), target, sizeof target - 1);
+        if (n >= 0 && std::string_view(target, static_cast<size_t>(n)) == spec.target) {
+            record(Change::Kind::Unchanged, Change::Target::Link, spec.name, "-> " + spec.target);
+            return;
+        }
+        inspect = n >= 0 || errno != ENOENT;
+    }
+    if (inspect) {
         auto inspected = (*dir)->inspect(leaf);
         if (!inspected) {
             fail(Change::Target::Link, spec.name, inspected.error());
