@@ -118,6 +118,11 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
     if (!machine.nvidia_major) {
         return plan;
     }
+    // Sized once: a vector grown one node at a time leaves its smaller
+    // copies behind on the heap, and every new heap page is a page fault.
+    constexpr size_t kMaxControlNodes = 4;
+    plan.nodes.reserve(machine.gpus.size() + kMaxControlNodes);
+    plan.links.reserve(machine.gpus.size() + kMaxControlNodes);
     if (request.scope != PlanRequest::Scope::Device) {
         plan_control(plan, machine, policy, accounts, diagnostics);
     }
@@ -126,6 +131,7 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
     }
     if (request.scope == PlanRequest::Scope::All) {
         std::vector<GpuIdentity> present;
+        present.reserve(machine.gpus.size());
         for (const Gpu& gpu : machine.gpus) {
             present.push_back(gpu.identity());
         }

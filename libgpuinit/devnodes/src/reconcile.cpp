@@ -517,6 +517,8 @@ size_t ReconcileResult::count(Change::Kind kind) const {
 ReconcileResult reconcile(const Sysroot& root, const NodePlan& plan, bool dry_run,
                           Diagnostics& diagnostics) {
     Reconciler reconciler(root, dry_run, true, diagnostics);
+    // One change per entry, sized once (as in plan_nodes); leftovers add more.
+    reconciler.result.changes.reserve(plan.dirs.size() + plan.nodes.size() + plan.links.size());
     for (const DirSpec& dir : plan.dirs) {
         reconciler.directory(dir);
     }

@@ -154,7 +154,7 @@ Result<size_t> read_some(int fd, char* buffer, size_t size, const std::string& s
 
 Result<std::string> read_all(int fd, size_t max_bytes, const std::string& shown) {
     std::string data;
-    char buffer[8192];
+    char buffer[4096]; // one page, as in Sysroot::read_file()
     for (;;) {
         auto n = read_some(fd, buffer, sizeof buffer, shown);
         if (!n) {
@@ -217,7 +217,9 @@ Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) c
         return not_regular(st, display(rel));
     }
     std::string data;
-    char buffer[8192];
+    // One page: the files read here are a few hundred bytes, and every
+    // stack page a deeper buffer reaches is one more page fault per run.
+    char buffer[4096];
     while (!have_whole(st, data.size())) {
         auto n = read_some(fd->get(), buffer, sizeof buffer, display(rel));
         if (!n) {
@@ -252,7 +254,7 @@ Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
     std::string pending;
     size_t number = 0;
     size_t total = 0;
-    char buffer[16384];
+    char buffer[4096]; // one page, as in read_file()
     while (!have_whole(st, total)) {
         auto n = read_some(fd->get(), buffer, sizeof buffer, display(rel));
         if (!n) {
