@@ -26,7 +26,47 @@ struct Address {
     uint64_t key() const { return (uint64_t{domain} << 32) | (bus << 16) | (dev << 8) | fn; }
 };
 
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+// "dddd:bb:dd.f", the form sysfs lists every function in, read digit by
+// digit; nullopt for anything else (then parsed the general way).
+std::optional<Address> parse_sysfs_bdf(std::string_view text) {
+    if (text.size() != 12 || text[4] != ':' || text[7] != ':' || text[10] != '.') {
+        return std::nullopt;
+    }
+    unsigned fields[4] = {};
+    constexpr size_t kStart[4] = {0, 5, 8, 11};
+    constexpr size_t kDigits[4] = {4, 2, 2, 1};
+    for (size_t f = 0; f < 4; ++f) {
+        for (size_t i = kStart[f]; i < kStart[f] + kDigits[f]; ++i) {
+            int digit = hex_digit(text[i]);
+            if (digit < 0) {
+                return std::nullopt;
+            }
+            fields[f] = fields[f] * 16 + static_cast<unsigned>(digit);
+        }
+    }
+    if (fields[2] > 0x1f || fields[3] > 7) {
+        return std::nullopt;
+    }
+    return Address{fields[0], fields[1], fields[2], fields[3]};
+}
+
 std::optional<Address> parse_bdf(std::string_view text) {
+    if (auto address = parse_sysfs_bdf(text)) {
+        return address;
+    }
     // [domain:]bus:dev.fn, all hex; domain up to 8 digits, bus 2, dev 2, fn 1.
     std::string_view domain_text = "0";
     size_t first = text.find(':');
