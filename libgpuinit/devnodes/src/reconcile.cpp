@@ -143,9 +143,28 @@ std::string describe_type(const struct stat& st) {
     return "a socket or fifo";
 }
 
+// format_mode() without vsnprintf: four octal digits.
+void append_mode(std::string& out, unsigned mode) {
+    for (int shift = 9; shift >= 0; shift -= 3) {
+        out += static_cast<char>('0' + ((mode >> shift) & 7));
+    }
+}
+
+// "c 195:0 root:nvidia0 0660", as format("c %u:%u %s:%s %s") with
+// format_mode() wrote it; built by hand, as it is made for every node of
+// every run.
 std::string describe_node(const NodeSpec& node) {
-    return format("c %u:%u %s:%s %s", node.major, node.minor, node.owner.c_str(),
-                  node.group.c_str(), format_mode(node.mode).c_str());
+    std::string out = "c ";
+    out += std::to_string(node.major);
+    out += ':';
+    out += std::to_string(node.minor);
+    out += ' ';
+    out += node.owner;
+    out += ':';
+    out += node.group;
+    out += ' ';
+    append_mode(out, node.mode & kPermissionBits);
+    return out;
 }
 
 // "owner 1000 -> root(0), mode 0666 -> 0660, ACL removed"
@@ -207,7 +226,8 @@ void Reconciler::directory(const DirSpec& spec) {
         return;
     }
     std::string wanted =
-        format("directory %u:%u %s", spec.uid, spec.gid, format_mode(spec.mode).c_str());
+        "directory " + std::to_string(spec.uid) + ":" + std::to_string(spec.gid) + " ";
+    append_mode(wanted, spec.mode & kPermissionBits);
     if (opened->dir == nullptr) { // a dry run, and it is not there yet
         record(Change::Kind::Create, Change::Target::Directory, spec.name, wanted);
         return;
