@@ -41,6 +41,20 @@ std::vector<Record> parse_records(std::string_view text) {
     return records;
 }
 
+std::string records_text(const std::vector<Record>& records) {
+    std::string text = "# minor pci-address uuid; written by gpu-mknod\n";
+    for (const Record& record : records) {
+        // format("%u %s %s\n"), without vsnprintf: this runs on every run.
+        text += std::to_string(record.minor);
+        text += ' ';
+        text += record.bdf;
+        text += ' ';
+        text += record.uuid.empty() ? "-" : record.uuid;
+        text += '\n';
+    }
+    return text;
+}
+
 } // namespace
 
 Status save_gpu_records(const RunDir& run, const Machine& machine,
@@ -50,8 +64,18 @@ Status save_gpu_records(const RunDir& run, const Machine& machine,
         return current.error();
     }
     std::vector<Record> records;
+    records.reserve(machine.gpus.size());
     for (const Gpu& gpu : machine.gpus) {
         records.push_back({gpu.minor, gpu.bdf, gpu.uuid});
+    }
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return a.minor < b.minor; });
+    // The usual run: the file holds exactly the present GPUs. Every record
+    // it has is then superseded by one of them, so merging would give this
+    // same text; no need to parse it.
+    std::string text = records_text(records);
+    if (current->has_value() && **current == text) {
+        return {};
     }
     // A GPU that went away keeps its record until --remove deletes its nodes:
     // the udev remove event may come after other runs. A record goes when a
@@ -66,11 +90,7 @@ Status save_gpu_records(const RunDir& run, const Machine& machine,
     }
     std::sort(records.begin(), records.end(),
               [](const Record& a, const Record& b) { return a.minor < b.minor; });
-    std::string text = "# minor pci-address uuid; written by gpu-mknod\n";
-    for (const Record& record : records) {
-        text += format("%u %s %s\n", record.minor, record.bdf.c_str(),
-                       record.uuid.empty() ? "-" : record.uuid.c_str());
-    }
+    text = records_text(records);
     // Unchanged on most runs; rewriting would cost a rename and, on ext4, a
     // flush on every boot-time and udev run.
     if (current->has_value() && **current == text) {
