@@ -201,7 +201,7 @@ Medians medians_of(const Samples& samples) {
 struct Results {
     std::vector<Medians> tools; // one per tool, in argument order
     Medians classic;
-    double noop_ms = 0;
+    Medians noop;
 };
 
 // Times `argv` on a tree that must then hold the nodes: the first run on a
@@ -233,15 +233,28 @@ std::optional<Results> measure(const std::vector<std::string>& tools, const std:
     std::vector<Samples> ours(tools.size());
     Samples classic;
     // The cost of starting a static process that does nothing: the floor
-    // under gpu-mknod.
-    std::vector<double> floor;
+    // under gpu-mknod. Timed as the tools are, in the same two places: right
+    // after a fresh fixture root has been written (the one before it
+    // removed), and right after another run. Each first run pays for that
+    // churn (caches, deferred frees) as much as the process itself, so the
+    // first runs are set against the first, the no-change runs against the
+    // second.
+    Samples floor;
     const std::string classic_what = "the classic script under bash";
     auto time_noop = [&](int run) {
-        auto ms = timed_run({noop}, {noop, gpus, run});
-        if (ms) {
-            floor.push_back(*ms);
+        const RunLabel label{noop, gpus, run};
+        TempDir root;
+        if (!write_root(machine, root, label)) {
+            return false;
         }
-        return ms.has_value();
+        for (int pass = 0; pass < 2; ++pass) {
+            auto ms = timed_run({noop}, label);
+            if (!ms) {
+                return false;
+            }
+            (pass == 0 ? floor.first : floor.again).push_back(*ms);
+        }
+        return true;
     };
     for (int run = 0; run < runs; ++run) {
         if (!time_noop(run)) {
@@ -285,7 +298,7 @@ std::optional<Results> measure(const std::vector<std::string>& tools, const std:
         results.tools.push_back(medians_of(samples));
     }
     results.classic = medians_of(classic);
-    results.noop_ms = median(floor);
+    results.noop = medians_of(floor);
     return results;
 }
 
@@ -386,13 +399,14 @@ int main(int argc, char** argv) {
         for (size_t t = 0; t < tools.size(); ++t) {
             const Medians& m = r.tools[t];
             std::printf("%-*s %9.3f %7.2fx %13.3f %7.2fx %10.0fx\n", width, tools[t].c_str(),
-                        m.first, m.first / r.noop_ms, m.again, m.again / r.noop_ms,
+                        m.first, m.first / r.noop.first, m.again, m.again / r.noop.again,
                         r.classic.first / m.first);
         }
         std::printf("%-*s %9.3f %7.0fx %13.3f %7.0fx\n", width, "classic script (bash)",
-                    r.classic.first, r.classic.first / r.noop_ms, r.classic.again,
-                    r.classic.again / r.noop_ms);
-        std::printf("%-*s %9.3f %7.2fx\n", width, "static no-op", r.noop_ms, 1.0);
+                    r.classic.first, r.classic.first / r.noop.first, r.classic.again,
+                    r.classic.again / r.noop.again);
+        std::printf("%-*s %9.3f %7.2fx %13.3f %7.2fx\n", width, "static no-op", r.noop.first, 1.0,
+                    r.noop.again, 1.0);
         std::fflush(stdout);
         results.push_back(r);
     }
@@ -403,10 +417,14 @@ int main(int argc, char** argv) {
     const Results& server8 = results.front(); // kGpuCounts[0] is 8
     for (size_t t = 0; t < tools.size(); ++t) {
         const Medians& m = server8.tools[t];
-        double first = m.first / server8.noop_ms;
-        double again = m.again / server8.noop_ms;
-        std::printf("target  %-6s  %-*s  8-GPU server, first run <= %.1fx the no-op: %.2fx\n",
-                    verdict(first <= kTargetFirst), width, tools[t].c_str(), kTargetFirst, first);
+        double first = m.first / server8.noop.first;
+        double again = m.again / server8.noop.again;
+        // The first run also against the no-op timed after another run,
+        // for whoever compares with a plain no-op.
+        std::printf("target  %-6s  %-*s  8-GPU server, first run <= %.1fx the no-op: %.2fx"
+                    " (%.2fx its no-change time)\n",
+                    verdict(first <= kTargetFirst), width, tools[t].c_str(), kTargetFirst, first,
+                    m.first / server8.noop.again);
         std::printf("target  %-6s  %-*s  8-GPU server, no-change run <= %.1fx the no-op: %.2fx\n",
                     verdict(again <= kTargetAgain), width, tools[t].c_str(), kTargetAgain, again);
     }
