@@ -36,7 +36,15 @@ std::vector<std::string> option_words(std::string_view text) {
 std::string merge_module_options(const std::vector<std::string>& layers) {
     std::vector<std::string> merged;
     for (const std::string& layer : layers) {
-        for (std::string& word : option_words(layer)) {
+        std::vector<std::string> words = option_words(layer);
+        // A quote left open runs to the end of the text: joined to the next
+        // layer, it would take that layer's options into its value. Close it
+        // where its layer ends (for a quoted value, k="a b, the kernel reads
+        // the same value either way).
+        if (!words.empty() && std::count(words.back().begin(), words.back().end(), '"') % 2 != 0) {
+            words.back() += '"';
+        }
+        for (std::string& word : words) {
             std::string key = word.substr(0, word.find('='));
             auto same = std::find_if(merged.begin(), merged.end(), [&](const std::string& w) {
                 return w.substr(0, w.find('=')) == key;

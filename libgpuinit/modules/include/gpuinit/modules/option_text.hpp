@@ -17,7 +17,8 @@ std::string module_key(std::string_view name);
 std::vector<std::string> option_words(std::string_view text);
 
 // Merges option strings: a later "key=value" replaces an earlier one with the
-// same key, in place; new keys are appended.
+// same key, in place; new keys are appended. A quote a layer leaves open is
+// closed at the end of that layer, so it cannot take in a later layer.
 std::string merge_module_options(const std::vector<std::string>& layers);
 
 // A kernel command line as kmod reads it.

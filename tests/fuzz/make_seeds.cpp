@@ -1,0 +1,357 @@
+// gpuinit-fuzz-seeds SOURCE_DIR OUT_DIR: writes the seed corpus of every
+// fuzz target, OUT_DIR/<target>/seed-NNN, so that no corpus lives in the
+// repository. Real-looking files come from the fixture machines of
+// tests/fixture (written to a temporary root and read back) and from the
+// shipped modprobe.d file; tricky inputs are listed here by hand.
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/base/unique_fd.hpp"
+#include "machine_fixture.hpp"
+#include "temp_dir.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using namespace gpuinit;
+using namespace gpuinit::testing;
+using namespace std::literals;
+
+[[noreturn]] void die(const std::string& message) {
+    std::fprintf(stderr, "gpuinit-fuzz-seeds: %s\n", message.c_str());
+    std::exit(1);
+}
+
+std::string read_file(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+        die("cannot open " + path + ": " + std::strerror(errno));
+    }
+    std::string text;
+    char buffer[4096];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            die("cannot read " + path + ": " + std::strerror(errno));
+        }
+        if (n == 0) {
+            return text;
+        }
+        text.append(buffer, static_cast<size_t>(n));
+    }
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid() ||
+        ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        die("cannot write " + path + ": " + std::strerror(errno));
+    }
+}
+
+// The seeds of every target, without duplicates.
+class Corpus {
+  public:
+    void add(const std::string& target, std::string seed) {
+        seeds_[target].insert(std::move(seed));
+    }
+
+    void write(const std::string& out) const {
+        if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
+            die("cannot create " + out + ": " + std::strerror(errno));
+        }
+        for (const auto& [target, seeds] : seeds_) {
+            std::string dir = out + "/" + target;
+            if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+                die("cannot create " + dir + ": " + std::strerror(errno));
+            }
+            size_t n = 0;
+            for (const std::string& seed : seeds) {
+                write_file(dir + format("/seed-%03zu", n++), seed);
+            }
+            std::printf("gpuinit-fuzz-seeds: %-16s %3zu seeds\n", target.c_str(), seeds.size());
+        }
+    }
+
+  private:
+    std::map<std::string, std::set<std::string>> seeds_;
+};
+
+std::string joined(std::initializer_list<std::string> parts) {
+    std::string text;
+    for (const std::string& part : parts) {
+        text += text.empty() ? part : std::string(1, '\0') + part;
+    }
+    return text;
+}
+
+// The fixture machines: the workstation in several sizes and states.
+std::vector<FakeMachine> machines() {
+    std::vector<FakeMachine> all;
+    for (unsigned gpus : {1u, 2u, 4u, 8u, 16u}) {
+        all.push_back(workstation(gpus));
+    }
+    FakeMachine legacy = workstation(2);
+    legacy.legacy_frontend = true;
+    legacy.uvm_loaded = false;
+    all.push_back(legacy);
+    FakeMachine modeset = workstation(3);
+    modeset.modeset_loaded = true;
+    modeset.uvm_major = 4095;
+    modeset.pci[1].excluded = true;
+    modeset.pci[3].uuid.clear();
+    modeset.pci[3].model = "Tesla V100-SXM2-32GB";
+    modeset.users = {"alice", "bob", "svc-train"};
+    modeset.groups.push_back("gpuusers");
+    modeset.params = "ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 44\n"
+                     "DeviceFileMode: 438\nRegistryDwords: \"RMForceStaticBar1=1;RmMsg=\"\n"
+                     "EnableMSI: 1\nExcludedGpus: \"GPU-558ce120\"\n";
+    all.push_back(modeset);
+    FakeMachine unloaded = workstation(1);
+    unloaded.driver_loaded = false;
+    all.push_back(unloaded);
+    return all;
+}
+
+void add_fixture_files(Corpus& corpus) {
+    TempDir scratch;
+    size_t n = 0;
+    for (const FakeMachine& machine : machines()) {
+        std::string root = scratch / format("m%zu", n++);
+        if (auto written = write_fixture(machine, root); !written) {
+            die(written.error().text());
+        }
+        corpus.add("proc_devices", read_file(root + "/proc/devices"));
+        if (machine.driver_loaded) {
+            std::string params = read_file(root + "/proc/driver/nvidia/params");
+            corpus.add("driver_params", params);
+            corpus.add("kv_reader", params);
+        }
+        std::string passwd = read_file(root + "/etc/passwd");
+        std::string group = read_file(root + "/etc/group");
+        corpus.add("accounts", joined({passwd, group}));
+
+        std::string policy = "# generated for a " + std::to_string(machine.groups.size()) +
+                             "-GPU fixture\ncontrol=* group=root mode=0666\n";
+        for (const FakePciFunction& function : machine.pci) {
+            if (!function.minor) {
+                continue;
+            }
+            std::string group_name = "nvidia" + std::to_string(*function.minor);
+            if (machine.driver_loaded) {
+                std::string information =
+                    read_file(root + "/proc/driver/nvidia/gpus/" + function.bdf + "/information");
+                corpus.add("gpu_information", information);
+                corpus.add("kv_reader", information);
+            }
+            corpus.add("gpu_selector", function.bdf);
+            corpus.add("gpu_selector", function.bdf.substr(5)); // domain left out
+            corpus.add("gpu_selector", std::to_string(*function.minor));
+            if (!function.uuid.empty()) {
+                corpus.add("gpu_selector", function.uuid);
+                policy += "gpu=" + function.uuid + " group=" + group_name + "\n";
+            } else {
+                policy += "gpu=" + function.bdf + "\tgroup=" + group_name + " mode=0660\n";
+            }
+            corpus.add("text_json", function.model);
+        }
+        corpus.add("policy", policy);
+    }
+}
+
+void add_by_hand(Corpus& corpus, const std::string& source_dir) {
+    for (const char* text : {
+             "",
+             "Character devices:\n",
+             "Character devices:\n195 nvidia\n195 nvidiactl\n510 nvidia-uvm\n",
+             "Character devices:\n  1 mem\n4095 big\n0 zero\n007 octal-looking\n",
+             "Character devices:\r\n195 nvidia\r\n\r\nBlock devices:\r\n",
+             "Character devices:\n\t195\tnvidia\n 4 /dev/vc/0\n 5 a:b.c_d\n",
+             "Block devices:\n  8 sd\nCharacter devices:\n195 nvidia\n",
+             "Character devices:\n195 nvidia\n\nCharacter devices:\n196 x\n",
+             "Character devices:\n4096 too-big\n",
+             "Character devices:\n195 two words\n",
+             "Character devices:\n195 nvidia\x1b[31m\n",
+             "Character devices:\n18446744073709551616 overflow\n",
+         }) {
+        corpus.add("proc_devices", text);
+    }
+    for (const char* text : {
+             "Device Minor: 0\n",
+             "Device Minor: 253\nGPU UUID: GPU-0\nBus Location: 17:00.0\n",
+             "Device Minor: 254\n",
+             "Model: x\n",
+             "Device Minor:\t3\nDevice Minor: 4\n",
+             "Device Minor: 3\nGPU UUID: GPU-\n",
+             "Device Minor: 3\nGPU UUID: 558ce120-5b8b\n",
+             "Device Minor: 1\nGPU Excluded: Yes\nBus Location: ffffffff:ff:1f.7\n",
+             "Model: NVIDIA \xe2\x80\xae PCIe\nDevice Minor: 2\n",
+             "Model (full): a: b: c\nDevice Minor: 02\n",
+             "\n\n   \nDevice Minor: 5\r\n",
+         }) {
+        corpus.add("gpu_information", text);
+        corpus.add("kv_reader", text);
+    }
+    for (const char* text : {
+             "ModifyDeviceFiles: 0\n",
+             "DeviceFileMode: \"432\"\n",
+             "DeviceFileMode: 0666\n",
+             "DeviceFileUID: 18446744073709551615\nDeviceFileGID: 18446744073709551616\n",
+             "RegistryDwords: \"\"\nRegistryDwordsPerDevice: \"a b; c\"\n",
+             "RegistryDwords: \"unterminated\n",
+             "Name With Space: 1\n",
+             "ModifyDeviceFiles: 0\nModifyDeviceFiles: 1\n",
+             "A.b-c_d: \"\"\"\n",
+             "x: \"\x7f\"\n",
+         }) {
+        corpus.add("driver_params", text);
+        corpus.add("kv_reader", text);
+    }
+    for (const char* text : {":", "a:", ":b", "a:b\nc", "a (b).c-d_e: :::\n", "k:\tv\t\n"}) {
+        corpus.add("kv_reader", text);
+    }
+
+    corpus.add("accounts", joined({"root:x:0:0::/root:/bin/sh\n#comment:x:5:\n\n",
+                                   "root:x:0:\nvideo:x:44:alice,bob\nvideo:x:45:\n"}));
+    corpus.add("accounts", joined({"a:x:4294967294:1\nb:x:4294967295:1\n",
+                                   "1000:x:1000:\n:x:1:\nspace name:x:2:\nnvidia0:x:07:\n"}));
+    corpus.add("accounts", joined({"+::::::\n-@netgroup\nshort:x\n", "g:x:1\ng2::2:\r\n"}));
+    corpus.add("accounts", joined({"x:x:1:1\n", "y:x:2:" + std::string(300, 'm') + "\n" +
+                                                    std::string(257, 'l') + ":x:3:\n"}));
+
+    std::string man_example = "# Two GPUs per research group\n"
+                              "gpu=0000:17:00.0  group=vision\n"
+                              "gpu=0000:27:00.0  group=vision\n"
+                              "gpu=0000:37:00.0  group=nlp\n"
+                              "gpu=0000:47:00.0  group=nlp\n\n"
+                              "gpu=*             group=nvidia{minor} mode=0660\n"
+                              "control=*         group=gpuusers mode=0660\n";
+    corpus.add("policy", man_example);
+    for (const char* text : {
+             "",
+             "gpu=0 group=a owner=alice mode=0600\ngpu=1 group=b\n",
+             "gpu=GPU-558ce120-5b8b-16a1-87d4-ce157bba0000 group=x # by uuid\n"
+             "gpu=gpu-558CE120 group=y\n",
+             "gpu=17:00.0 group=a\ngpu=0000:17:00.0 group=b\n",
+             "gpu=GPU-AB group=a\ngpu=GPU-ab group=b\n",
+             "control=nvidiactl group=video mode=0660\ncontrol=nvidia-uvm group=video\n"
+             "control=nvidia-uvm-tools group=root mode=0600\ncontrol=nvidia-modeset group=x\n",
+             "gpu=* group={minor}\n",
+             "gpu=* group=g{minor}{minor}\n",
+             "control=* group=g{minor}\n",
+             "gpu=3 mode=0999 group=a\n",
+             "gpu=3 mode=660 group=a\n",
+             "gpu=3 group=a group=b\n",
+             "gpu=3 control=* group=a\n",
+             "group=a\n",
+             "gpu=254 group=a\n",
+             "gpu= group=a\n",
+             "gpu=3 group=a=b\n",
+             "gpu=3 group=a,b\n",
+             "gpu=3 colour=red group=a\n",
+             "\tgpu=3\tgroup=a\r\n#\n   # only a comment\n",
+         }) {
+        corpus.add("policy", text);
+    }
+    for (const char* text : {"0",
+                             "253",
+                             "254",
+                             "007",
+                             "-1",
+                             "+1",
+                             " 3",
+                             "17:00.0",
+                             "0000:17:00.0",
+                             "0:0:0.0",
+                             "ffffffff:ff:1f.7",
+                             "100000000:00:00.0",
+                             "00:20.0",
+                             "00:00.8",
+                             "0000:0:0.0",
+                             "0000:17:00.0.0",
+                             "17:00",
+                             "1.2:3",
+                             "GPU-",
+                             "GPU-0",
+                             "gpu-abc",
+                             "GPU-ABCDEF-0123456789abcdef",
+                             "GPU-1 2",
+                             "MIG-GPU-0/1/2",
+                             "nvidia0",
+                             "*"}) {
+        corpus.add("gpu_selector", text);
+    }
+
+    std::string shipped = read_file(source_dir + "/modprobe.d/gpu-restriction.conf");
+    for (std::string_view line : split_lines(shipped)) {
+        if (line.starts_with("options ")) {
+            auto words = split_words(line);
+            std::string options;
+            for (size_t i = 2; i < words.size(); ++i) {
+                options += (options.empty() ? "" : " ") + std::string(words[i]);
+            }
+            corpus.add("module_options", options);
+            corpus.add("module_options", joined({options, "NVreg_DeviceFileMode=0600"}));
+        }
+    }
+    for (const std::string& text : {
+             std::string("a=1 b=2"),
+             joined({"a=1 b=2", "c=3", "a=9"}),
+             std::string("s=\"x y\" flag"),
+             joined({"NVreg_RegistryDwords=\"a=1;b=2\"", "NVreg_RegistryDwords=\"c=3\""}),
+             joined({"", "", ""}),
+             joined({"k=\"open", "NVreg_ModifyDeviceFiles=0"}),
+             std::string("=1 == a= \"\" \"=\" x\t\ty\n\nz"),
+             std::string("BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet nvidia.NVreg_Mode=1 "
+                         "nvidia-drm.modeset=1 modprobe.blacklist=nouveau,nvidiafb,,"),
+             std::string("modprobe.blacklist= .x=1 a.=2 x=a.b \"nvidia.a=1 b\" nvidia.s=\"p q\""),
+         }) {
+        corpus.add("module_options", text);
+    }
+
+    for (const std::string& text : {
+             std::string(""),
+             std::string("plain ASCII text"),
+             std::string("tab\there, newline\nthere, cr\r, nul \0 end"sv),
+             std::string("\x1b[31mred\x1b[0m \x7f \x9b"),
+             std::string("C1 as UTF-8: \xc2\x80 \xc2\x9b \xc2\x9f, not C1: \xc2\xa0 \xc3\xa9"),
+             std::string("\xe2\x82\xac \xf0\x9f\x98\x80 \xef\xbf\xbd \xf4\x8f\xbf\xbf"),
+             std::string(
+                 "overlong \xc0\xaf \xe0\x80\xaf surrogate \xed\xa0\x80 big \xf4\x90\x80\x80"),
+             std::string("truncated \xe2\x82 \xf0\x9f\x98 end \xe2"),
+             std::string("quote ' and \" and \\ backslash"),
+             std::string("0777"),
+             std::string("18446744073709551615"),
+             std::string("ffffffffffffffff"),
+             std::string("1777777777777777777777"),
+             std::string("key\0value\0\x01nested\0\x04open\0\x05"sv),
+             std::string(100, 'x') + "\xe2\x82\xac" + std::string(100, 'y'),
+         }) {
+        corpus.add("text_json", text);
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::fputs("usage: gpuinit-fuzz-seeds SOURCE_DIR OUT_DIR\n", stderr);
+        return 1;
+    }
+    Corpus corpus;
+    add_fixture_files(corpus);
+    add_by_hand(corpus, argv[1]);
+    corpus.write(argv[2]);
+    return 0;
+}
