@@ -133,6 +133,7 @@ void add_fixture_files(Corpus& corpus) {
             die(written.error().text());
         }
         corpus.add("proc_devices", read_file(root + "/proc/devices"));
+        corpus.add("proc_pci_devices", read_file(root + "/proc/bus/pci/devices"));
         if (machine.driver_loaded) {
             std::string params = read_file(root + "/proc/driver/nvidia/params");
             corpus.add("driver_params", params);
@@ -186,6 +187,17 @@ void add_by_hand(Corpus& corpus, const std::string& source_dir) {
              "Character devices:\n18446744073709551616 overflow\n",
          }) {
         corpus.add("proc_devices", text);
+    }
+    for (const char* text : {
+             "0000\t80860d57\t0\t               0\t               0\t\n",
+             "1700\t10de20b5\tb1\t        fb000000\t       38000000c\tnvidia\n"
+             "1701\t10de1aef\tb2\t        fc080000\t               0\tsnd_hda_intel\n",
+             "00ff\t10de20b5",
+             "0000\t10de20b5\t0\n\n",
+             "FFFF\tFFFFFFFF\t\n",
+             "0000\t10de20b5\r\n",
+         }) {
+        corpus.add("proc_pci_devices", text);
     }
     for (const char* text : {
              "Device Minor: 0\n",

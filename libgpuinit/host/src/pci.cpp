@@ -322,7 +322,105 @@ Result<std::vector<Entry>> list_functions(int devices_fd, const std::string& sho
     }
 }
 
+// A key as /proc/bus/pci/devices writes it: bus << 8 | devfn.
+uint16_t bus_devfn(const Address& a) {
+    return static_cast<uint16_t>((a.bus << 8) | (a.dev << 3) | a.fn);
+}
+
+// Fixed-width hex at the start of `text`, or nullopt.
+std::optional<uint32_t> fixed_hex(std::string_view text, size_t digits) {
+    if (text.size() < digits) {
+        return std::nullopt;
+    }
+    uint32_t value = 0;
+    for (size_t i = 0; i < digits; ++i) {
+        int digit = hex_digit(text[i]);
+        if (digit < 0) {
+            return std::nullopt;
+        }
+        value = value * 16 + static_cast<uint32_t>(digit);
+    }
+    return value;
+}
+
+// The functions the kernel's listing rules out as NVIDIA's, so their sysfs
+// attributes need not be opened. The listing has no domains: a key shared
+// by functions of several domains is ruled out only when the listing has
+// at least as many entries for it as sysfs has functions, none NVIDIA's. A
+// function the listing lacks (hotplugged between the reads) is never ruled
+// out.
+class ProcListing {
+  public:
+    ProcListing(std::vector<ProcPciFunction> listed, const std::vector<Entry>& entries)
+        : listed_(std::move(listed)) {
+        auto by_key = [](const ProcPciFunction& a, const ProcPciFunction& b) {
+            return a.bus_devfn < b.bus_devfn;
+        };
+        std::sort(listed_.begin(), listed_.end(), by_key);
+        sysfs_keys_.reserve(entries.size());
+        for (const Entry& entry : entries) {
+            sysfs_keys_.push_back(bus_devfn(entry.address));
+        }
+        std::sort(sysfs_keys_.begin(), sysfs_keys_.end());
+    }
+
+    bool rules_out(const Address& address) const {
+        uint16_t key = bus_devfn(address);
+        auto [first, last] = std::equal_range(
+            listed_.begin(), listed_.end(), ProcPciFunction{key, 0},
+            [](const auto& a, const auto& b) { return a.bus_devfn < b.bus_devfn; });
+        auto [sysfs_first, sysfs_last] =
+            std::equal_range(sysfs_keys_.begin(), sysfs_keys_.end(), key);
+        if (last - first < sysfs_last - sysfs_first) {
+            return false;
+        }
+        return std::none_of(first, last,
+                            [](const ProcPciFunction& f) { return f.vendor == kNvidiaVendor; });
+    }
+
+  private:
+    std::vector<ProcPciFunction> listed_;
+    std::vector<uint16_t> sysfs_keys_;
+};
+
+// nullopt when the root has no usable listing: missing, unreadable, too
+// big or not in the kernel's format. Each of those leaves the answer the
+// same (every vendor is then read from sysfs), so none is reported.
+std::optional<ProcListing> read_proc_listing(const Sysroot& root,
+                                             const std::vector<Entry>& entries) {
+    auto text = root.read_file(kProcPciDevicesPath, kProcPciDevicesLimit);
+    if (!text) {
+        return std::nullopt;
+    }
+    auto listed = parse_proc_pci_devices(*text);
+    if (!listed) {
+        return std::nullopt;
+    }
+    return ProcListing(std::move(*listed), entries);
+}
+
 } // namespace
+
+std::optional<std::vector<ProcPciFunction>> parse_proc_pci_devices(std::string_view text) {
+    std::vector<ProcPciFunction> functions;
+    functions.reserve(text.size() / 128);
+    while (!text.empty()) {
+        size_t end = text.find('\n');
+        std::string_view line = text.substr(0, end);
+        text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+        // "%02x%02x\t%04x%04x\t..." (drivers/pci/proc.c, show_device).
+        auto key = fixed_hex(line, 4);
+        if (!key || line.size() < 13 || line[4] != '\t') {
+            return std::nullopt;
+        }
+        auto ids = fixed_hex(line.substr(5), 8);
+        if (!ids || (line.size() > 13 && line[13] != '\t')) {
+            return std::nullopt;
+        }
+        functions.push_back({static_cast<uint16_t>(*key), static_cast<uint16_t>(*ids >> 16)});
+    }
+    return functions;
+}
 
 std::optional<std::string> normalize_bdf(std::string_view text) {
     auto address = parse_bdf(text);
@@ -340,6 +438,7 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
         return devices.error();
     }
     std::vector<Entry> entries;
+    std::optional<ProcListing> listing;
     if (only) {
         auto address = parse_bdf(*only);
         if (!address) {
@@ -357,6 +456,7 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
             return listed.error();
         }
         entries = std::move(*listed);
+        listing = read_proc_listing(root, entries);
     }
     // Sorted by a packed key, moving indices rather than names.
     std::vector<std::pair<uint64_t, uint32_t>> order;
@@ -369,6 +469,9 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
     std::vector<PciFunction> gpus;
     for (const auto& [key, index] : order) {
         const Entry& entry = entries[index];
+        if (listing && listing->rules_out(entry.address)) {
+            continue;
+        }
         auto vendor = reader.read_hex(entry.name, "vendor", 0xffff);
         if (!vendor) {
             return vendor.error();

@@ -2,6 +2,7 @@
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
+#include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,10 @@ std::vector<std::string> addresses(const std::vector<PciFunction>& functions) {
         out.push_back(f.bdf);
     }
     return out;
+}
+
+void put(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
 } // namespace
@@ -77,12 +82,107 @@ TEST(Pci, BrokenEntriesAreErrorsThatNameThem) {
     EXPECT_NE(garbage.error().text().find(devices + "/garbage: not a PCI address"),
               std::string::npos);
     ASSERT_EQ(::rmdir((devices + "/garbage").c_str()), 0);
-    // A FIFO where sysfs has a file: refused, not read (or waited on).
+    // A FIFO where sysfs has a file: refused, not read (or waited on). The
+    // bridge is not NVIDIA's, so only a walk without the kernel's listing
+    // opens its vendor.
+    ASSERT_EQ(::unlink((dir / "proc/bus/pci/devices").c_str()), 0);
     ASSERT_EQ(::unlink((devices + "/0000:00:00.0/vendor").c_str()), 0);
     ASSERT_EQ(::mkfifo((devices + "/0000:00:00.0/vendor").c_str(), 0644), 0);
     auto fifo = scan_nvidia_gpus(*root);
     ASSERT_FALSE(fifo);
     EXPECT_NE(fifo.error().text().find("not a regular file"), std::string::npos);
+}
+
+TEST(Pci, ProcListingInTheKernelsFormat) {
+    // Two lines as a 6.1 kernel writes them (drivers/pci/proc.c), one bound.
+    std::string text = "0000\t80860d57\t0\t               0\t               0\t\n"
+                       "1700\t10de20b5\tb1\t        fb000000\t       38000000c\tnvidia\n";
+    auto listed = parse_proc_pci_devices(text);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(*listed, (std::vector<ProcPciFunction>{{0x0000, 0x8086}, {0x1700, 0x10de}}));
+    EXPECT_TRUE(parse_proc_pci_devices("")->empty());
+    EXPECT_EQ(parse_proc_pci_devices("00ff\t10de20b5")->front().bus_devfn, 0x00ff);
+    for (const char* broken :
+         {"000\t10de20b5\t0\n", "0000 10de20b5\t0\n", "0000\t10de20b\t0\n", "0000\t10de20b5 0\n",
+          "0000\t10de20b5\t0\n\n", "0000\t10de20b5\t0\ngarbage\n", "00g0\t10de20b5\t0\n",
+          "0000\t10dx20b5\t0\n"}) {
+        EXPECT_FALSE(parse_proc_pci_devices(broken)) << ::testing::PrintToString(broken);
+    }
+}
+
+// Builds a workstation whose Intel bridge's vendor file is a FIFO: a walk
+// that opens it fails, so a passing scan shows the listing ruled it out.
+struct TrappedBridge {
+    TempDir dir;
+    std::string listing = dir / "proc/bus/pci/devices";
+    std::string trap = dir / "sys/bus/pci/devices/0000:00:00.0/vendor";
+
+    explicit TrappedBridge(FakeMachine machine) {
+        EXPECT_TRUE(write_fixture(machine, dir.path()));
+        EXPECT_EQ(::unlink(trap.c_str()), 0);
+        EXPECT_EQ(::mkfifo(trap.c_str(), 0644), 0);
+    }
+    Result<std::vector<PciFunction>> scan() const {
+        auto root = Sysroot::open(dir.path());
+        if (!root) {
+            return root.error();
+        }
+        return scan_nvidia_gpus(*root);
+    }
+};
+
+TEST(Pci, ProcListingRulesOutOtherVendorsWithoutOpeningThem) {
+    TrappedBridge machine(workstation(2));
+    auto gpus = machine.scan();
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0", "0000:27:00.0"}));
+}
+
+TEST(Pci, AListingNotInTheKernelsFormatIsNotTrusted) {
+    TrappedBridge machine(workstation(1));
+    put(machine.listing, "0000\t80860d57\t0\nnot the kernel's\n");
+    auto gpus = machine.scan();
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find(machine.trap), std::string::npos);
+}
+
+TEST(Pci, AFunctionTheListingLacksIsRead) {
+    // A GPU hotplugged between the listing and the walk: sysfs has it, the
+    // listing has only the bridge.
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
+    put(dir / "proc/bus/pci/devices", "0000\t80861237\t0\t\n");
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0", "0000:27:00.0"}));
+}
+
+TEST(Pci, DomainsThatShareABusAndDevfnAreAllRead) {
+    // The listing has no domains: 0000:00:00.0 (Intel) and 10000:00:00.0 (a
+    // GPU behind VMD) are both "0000". Neither may be ruled out, so the
+    // trapped bridge is opened, and the GPU is found once the trap is gone.
+    FakeMachine machine = workstation(1);
+    machine.pci.push_back({"10000:00:00.0", 0x10de, 0x2330, 0x030200, std::nullopt, "", ""});
+    TrappedBridge trapped(machine);
+    auto gpus = trapped.scan();
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find(trapped.trap), std::string::npos);
+    ASSERT_EQ(::unlink(trapped.trap.c_str()), 0);
+    put(trapped.trap, "0x8086\n");
+    gpus = trapped.scan();
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0", "10000:00:00.0"}));
+}
+
+TEST(Pci, TwoDomainsListedTwiceWithoutNvidiaAreRuledOut) {
+    FakeMachine machine = workstation(1);
+    machine.pci.push_back({"0001:00:00.0", 0x8086, 0x1237, 0x060000, std::nullopt, "", ""});
+    TrappedBridge trapped(machine);
+    auto gpus = trapped.scan();
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0"}));
 }
 
 } // namespace gpuinit

@@ -2,9 +2,10 @@
 //
 // libpci's sysfs method opens vendor, device and class by path for every
 // function, and cannot start from a directory fd; on a server with 96
-// functions that was two thirds of a gpu-mknod run. This reader opens one
-// file (vendor) per function, relative to the devices directory, and class
-// for the NVIDIA ones only.
+// functions that was two thirds of a gpu-mknod run. This reader takes every
+// function's vendor from one read of /proc/bus/pci/devices, and opens
+// sysfs attributes (relative to the devices directory) only for the
+// functions that listing cannot rule out: vendor, then class for NVIDIA's.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
@@ -20,6 +21,10 @@ namespace gpuinit {
 
 inline constexpr uint16_t kNvidiaVendor = 0x10de;
 inline constexpr std::string_view kPciDevicesPath = "sys/bus/pci/devices";
+inline constexpr std::string_view kProcPciDevicesPath = "proc/bus/pci/devices";
+// Larger than any real listing (about 300 bytes a function); a bigger file
+// is not read, and every function's vendor comes from sysfs instead.
+inline constexpr size_t kProcPciDevicesLimit = 4u << 20;
 
 struct PciFunction {
     std::string bdf;        // canonical "dddd:bb:dd.f" (the domain may have 5 digits)
@@ -32,10 +37,27 @@ constexpr bool is_gpu_class(uint32_t pci_class) {
     return (pci_class >> 16) == 0x03;
 }
 
+// One function as /proc/bus/pci/devices lists it. The kernel names it by
+// bus and devfn ("%02x%02x") without its domain, so functions of two
+// domains can share a key.
+struct ProcPciFunction {
+    uint16_t bus_devfn = 0; // bus << 8 | device << 3 | function
+    uint16_t vendor = 0;
+    bool operator==(const ProcPciFunction&) const = default;
+};
+
+// Every line of /proc/bus/pci/devices, in file order; nullopt when any line
+// does not start the kernel's way: four hex digits, a tab, eight hex digits
+// (vendor and device), then a tab or the end of the line.
+std::optional<std::vector<ProcPciFunction>> parse_proc_pci_devices(std::string_view text);
+
 // The NVIDIA GPUs under <root>/sys/bus/pci/devices, sorted by address;
-// with `only`, just that function (when it is an NVIDIA GPU). An entry that
-// is not a PCI address, or a vendor or class file that is missing or
-// malformed, is an error that names it.
+// with `only`, just that function (when it is an NVIDIA GPU). A function
+// whose bus and devfn /proc/bus/pci/devices lists only with other vendors
+// is not opened; without that file (or with one that is not in the
+// kernel's format) every function's vendor is read from sysfs. An entry
+// that is not a PCI address, or a vendor or class file that is read and is
+// missing or malformed, is an error that names it.
 Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
                                                   const std::optional<std::string>& only = {});
 
