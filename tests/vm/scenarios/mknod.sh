@@ -52,6 +52,22 @@ done
 [ "$(stat -c '%t:%T' /dev/nvidia3)" = "$(printf %x "$(major_of nvidia)"):3" ] || fail "/dev/nvidia3"
 gpu-mknod | grep "nothing to do" || fail "a second run changed something"
 
+# A GPU taken from the driver (as vfio-pci would) is reported. The walk
+# finds it through the kernel's /proc/bus/pci/devices, which has no domains:
+# the fake GPU 10000:00:00.0 and the guest's host bridge 0000:00:00.0 are
+# both "0000" there, so neither may be ruled out unread.
+cut -f1-2 /proc/bus/pci/devices
+grep -q "$(printf '^0000\t10de')" /proc/bus/pci/devices || fail "no NVIDIA 0000 in /proc/bus/pci/devices"
+[ "$(grep -c "$(printf '^0000\t')" /proc/bus/pci/devices)" -ge 2 ] || fail "00:00.0 not listed twice"
+unbound=10000:00:00.0
+echo "$unbound" >/sys/bus/pci/drivers/nvidia/unbind
+[ ! -e "/proc/driver/nvidia/gpus/$unbound" ] || fail "$unbound still in the driver's view"
+report=$(gpu-mknod 2>&1) || true
+echo "$report"
+echo "$report" | grep -q "$unbound.*not bound to the nvidia driver" || fail "$unbound not reported"
+echo "$unbound" >/sys/bus/pci/drivers/nvidia/bind
+[ -e "/proc/driver/nvidia/gpus/$unbound" ] || fail "$unbound not bound again"
+
 # An older driver registers major 195 once, as "nvidia-frontend", for the
 # GPUs and nvidiactl alike.
 rmmod nvidia_uvm
