@@ -125,12 +125,11 @@ bool have_whole(const struct stat& st, size_t total) {
 
 } // namespace
 
-Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
+Result<UniqueFd> Sysroot::open_regular(std::string_view rel, struct stat& st) const {
     auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
     if (!fd) {
         return fd;
     }
-    struct stat st {};
     if (::fstat(fd->get(), &st) != 0) {
         return errno_error("cannot stat " + display(rel));
     }
@@ -138,6 +137,11 @@ Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
         return not_regular(st, display(rel));
     }
     return fd;
+}
+
+Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
+    struct stat st {};
+    return open_regular(rel, st);
 }
 
 Result<size_t> read_some(int fd, char* buffer, size_t size, const std::string& shown) {
@@ -205,16 +209,10 @@ Result<std::vector<std::string>> list_names(int dir_fd, const std::string& shown
 }
 
 Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) const {
-    auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
+    struct stat st {};
+    auto fd = open_regular(rel, st);
     if (!fd) {
         return fd.error();
-    }
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) {
-        return errno_error("cannot stat " + display(rel));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return not_regular(st, display(rel));
     }
     std::string data;
     // One page: the files read here are a few hundred bytes, and every
@@ -240,16 +238,10 @@ Result<std::string> Sysroot::read_file(std::string_view rel, size_t max_bytes) c
 
 Status Sysroot::for_each_line(std::string_view rel, size_t max_line,
                               const std::function<Status(std::string_view, size_t)>& line) const {
-    auto fd = resolve(rel, O_RDONLY | O_NONBLOCK);
+    struct stat st {};
+    auto fd = open_regular(rel, st);
     if (!fd) {
         return fd.error();
-    }
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) {
-        return errno_error("cannot stat " + display(rel));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return not_regular(st, display(rel));
     }
     std::string pending;
     size_t number = 0;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+struct stat;
+
 namespace gpuinit {
 
 // Largest file read_file() takes by default: the driver's procfs and sysfs
@@ -66,6 +68,8 @@ class Sysroot {
         : fd_(std::move(fd)), root_(std::move(root)), is_host_(is_host) {}
 
     Result<UniqueFd> resolve(std::string_view rel, int flags) const;
+    // open_file(), also giving its fstat() (the readers need the size).
+    Result<UniqueFd> open_regular(std::string_view rel, struct stat& st) const;
 
     UniqueFd fd_;
     std::string root_;
