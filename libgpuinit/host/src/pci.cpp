@@ -383,41 +383,59 @@ class ProcListing {
     std::vector<uint16_t> sysfs_keys_;
 };
 
+// "%02x%02x\t%04x%04x\t..." (drivers/pci/proc.c, show_device): the key,
+// then vendor and device; nullopt for any other start of a line.
+std::optional<ProcPciFunction> parse_proc_pci_line(std::string_view line) {
+    auto key = fixed_hex(line, 4);
+    if (!key || line.size() < 13 || line[4] != '\t') {
+        return std::nullopt;
+    }
+    auto ids = fixed_hex(line.substr(5), 8);
+    if (!ids || (line.size() > 13 && line[13] != '\t')) {
+        return std::nullopt;
+    }
+    return ProcPciFunction{static_cast<uint16_t>(*key), static_cast<uint16_t>(*ids >> 16)};
+}
+
+// A real line is about 300 bytes; a longer one, or more lines than a
+// machine has functions, is not the kernel's listing.
+constexpr size_t kProcPciMaxLine = 4096;
+constexpr size_t kProcPciMaxLines = 1u << 20;
+
 // nullopt when the root has no usable listing: missing, unreadable, too
 // big or not in the kernel's format. Each of those leaves the answer the
-// same (every vendor is then read from sysfs), so none is reported.
+// same (every vendor is then read from sysfs), so none is reported. Read
+// line by line: the whole file (about 30 KB for 96 functions) would cost a
+// page fault per 4 KB on a heap that grows for it.
 std::optional<ProcListing> read_proc_listing(const Sysroot& root,
                                              const std::vector<Entry>& entries) {
-    auto text = root.read_file(kProcPciDevicesPath, kProcPciDevicesLimit);
-    if (!text) {
+    std::vector<ProcPciFunction> listed;
+    listed.reserve(entries.size());
+    Status read = root.for_each_line(kProcPciDevicesPath, kProcPciMaxLine,
+                                     [&](std::string_view line, size_t number) -> Status {
+                                         auto function = parse_proc_pci_line(line);
+                                         if (!function || number > kProcPciMaxLines) {
+                                             return error("not the kernel's listing", EINVAL);
+                                         }
+                                         listed.push_back(*function);
+                                         return {};
+                                     });
+    if (!read) {
         return std::nullopt;
     }
-    auto listed = parse_proc_pci_devices(*text);
-    if (!listed) {
-        return std::nullopt;
-    }
-    return ProcListing(std::move(*listed), entries);
+    return ProcListing(std::move(listed), entries);
 }
 
 } // namespace
 
 std::optional<std::vector<ProcPciFunction>> parse_proc_pci_devices(std::string_view text) {
     std::vector<ProcPciFunction> functions;
-    functions.reserve(text.size() / 128);
-    while (!text.empty()) {
-        size_t end = text.find('\n');
-        std::string_view line = text.substr(0, end);
-        text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-        // "%02x%02x\t%04x%04x\t..." (drivers/pci/proc.c, show_device).
-        auto key = fixed_hex(line, 4);
-        if (!key || line.size() < 13 || line[4] != '\t') {
+    for (std::string_view line : split_lines(text)) {
+        auto function = parse_proc_pci_line(line);
+        if (!function) {
             return std::nullopt;
         }
-        auto ids = fixed_hex(line.substr(5), 8);
-        if (!ids || (line.size() > 13 && line[13] != '\t')) {
-            return std::nullopt;
-        }
-        functions.push_back({static_cast<uint16_t>(*key), static_cast<uint16_t>(*ids >> 16)});
+        functions.push_back(*function);
     }
     return functions;
 }

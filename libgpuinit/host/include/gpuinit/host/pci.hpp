@@ -22,9 +22,6 @@ namespace gpuinit {
 inline constexpr uint16_t kNvidiaVendor = 0x10de;
 inline constexpr std::string_view kPciDevicesPath = "sys/bus/pci/devices";
 inline constexpr std::string_view kProcPciDevicesPath = "proc/bus/pci/devices";
-// Larger than any real listing (about 300 bytes a function); a bigger file
-// is not read, and every function's vendor comes from sysfs instead.
-inline constexpr size_t kProcPciDevicesLimit = 4u << 20;
 
 struct PciFunction {
     std::string bdf;        // canonical "dddd:bb:dd.f" (the domain may have 5 digits)
