@@ -165,7 +165,17 @@ Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
         if (need.scope == PciNeed::Scope::One) {
             only = need.bdf;
         }
-        auto gpus = scan_nvidia_gpus(root, only);
+        // What the driver lists needs no second look: only GPUs it does not
+        // list are reported from the walk.
+        std::vector<std::string> known;
+        known.reserve(machine.gpus.size() + machine.unusable.size());
+        for (const Gpu& gpu : machine.gpus) {
+            known.push_back(gpu.bdf);
+        }
+        for (const UnusableGpu& gpu : machine.unusable) {
+            known.push_back(gpu.bdf);
+        }
+        auto gpus = scan_nvidia_gpus(root, only, known);
         if (!gpus) {
             if (!machine.minors_from_driver && machine.nvidia_major) {
                 return gpus.error();

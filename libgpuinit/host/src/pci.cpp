@@ -449,7 +449,8 @@ std::optional<std::string> normalize_bdf(std::string_view text) {
 }
 
 Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
-                                                  const std::optional<std::string>& only) {
+                                                  const std::optional<std::string>& only,
+                                                  const std::vector<std::string>& known) {
     std::string shown_dir = root.display(kPciDevicesPath);
     auto devices = root.open_dir(kPciDevicesPath);
     if (!devices) {
@@ -483,10 +484,21 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
         order.emplace_back(entries[i].address.key(), static_cast<uint32_t>(i));
     }
     std::sort(order.begin(), order.end());
+    std::vector<uint64_t> known_keys;
+    known_keys.reserve(known.size());
+    for (const std::string& bdf : known) {
+        if (auto address = parse_bdf(bdf)) {
+            known_keys.push_back(address->key());
+        }
+    }
+    std::sort(known_keys.begin(), known_keys.end());
     AttributeReader reader(devices->get(), root);
     std::vector<PciFunction> gpus;
     for (const auto& [key, index] : order) {
         const Entry& entry = entries[index];
+        if (std::binary_search(known_keys.begin(), known_keys.end(), key)) {
+            continue;
+        }
         if (listing && listing->rules_out(entry.address)) {
             continue;
         }

@@ -345,10 +345,12 @@ TEST(MknodPlan, PciDeviceWithoutClassIsAnErrorWithItsPath) {
     TempDir dir;
     FakeMachine machine = workstation(2);
     ASSERT_TRUE(write_fixture(machine, dir.path()));
-    ASSERT_EQ(::unlink((dir / "sys/bus/pci/devices/0000:27:00.0/class").c_str()), 0);
+    // The audio function: NVIDIA's and not listed by the driver, so the
+    // walk needs its class (the GPUs the driver lists are not read again).
+    ASSERT_EQ(::unlink((dir / "sys/bus/pci/devices/0000:17:00.1/class").c_str()), 0);
     MknodOutcome outcome = dry_run_as_is(dir);
     EXPECT_EQ(outcome.status, MknodStatus::Partial) << problems_of(outcome);
-    EXPECT_TRUE(has_problem(outcome, "0000:27:00.0/class", true)) << problems_of(outcome);
+    EXPECT_TRUE(has_problem(outcome, "0000:17:00.1/class", true)) << problems_of(outcome);
     EXPECT_EQ(outcome.machine.gpus.size(), 2u);
 }
 

@@ -185,4 +185,20 @@ TEST(Pci, TwoDomainsListedTwiceWithoutNvidiaAreRuledOut) {
     EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0"}));
 }
 
+TEST(Pci, KnownFunctionsAreNeitherOpenedNorReturned) {
+    // The driver lists 0000:17:00.0: its class file is a FIFO the walk would
+    // refuse, so a passing scan shows it was not opened.
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
+    std::string trap = dir / "sys/bus/pci/devices/0000:17:00.0/class";
+    ASSERT_EQ(::unlink(trap.c_str()), 0);
+    ASSERT_EQ(::mkfifo(trap.c_str(), 0644), 0);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root, std::nullopt, {"0000:17:00.0"});
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:27:00.0"}));
+    EXPECT_FALSE(scan_nvidia_gpus(*root));
+}
+
 } // namespace gpuinit

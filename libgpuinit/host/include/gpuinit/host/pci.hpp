@@ -55,8 +55,11 @@ std::optional<std::vector<ProcPciFunction>> parse_proc_pci_devices(std::string_v
 // kernel's format) every function's vendor is read from sysfs. An entry
 // that is not a PCI address, or a vendor or class file that is read and is
 // missing or malformed, is an error that names it.
+// Functions in `known` (addresses the driver already lists) are neither
+// opened nor returned.
 Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
-                                                  const std::optional<std::string>& only = {});
+                                                  const std::optional<std::string>& only = {},
+                                                  const std::vector<std::string>& known = {});
 
 // "17:00.0" or "0000:17:00.0" (any case) -> "0000:17:00.0"; nullopt when the
 // text is not a PCI address.
