@@ -2,6 +2,7 @@
 
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/host/accounts.hpp"
+#include "gpuinit/host/gpu_information.hpp"
 
 #include <cerrno>
 
@@ -55,7 +56,9 @@ std::string apply_group(std::string_view value, Policy::Entry& entry) {
         if (check.find(kMinorPlaceholder, at + 1) != std::string::npos) {
             return "group=" + shorten(value) + ": {minor} may appear once";
         }
-        check.replace(at, kMinorPlaceholder.size(), "0");
+        // Checked as the widest name it can become: a name that fits with
+        // minor 0 could be too long with minor 253.
+        check.replace(at, kMinorPlaceholder.size(), std::to_string(kMaxGpuMinor));
     }
     if (!valid_account_name(check)) {
         return "group=" + shorten(value) + " is not a valid group name";
