@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -285,41 +284,24 @@ class AttributeReader {
 };
 
 // The function directories, in listing order; the first name that is not a
-// PCI address is an error. getdents64() on the devices fd itself: a DIR
-// would cost a dup, an fstat, two fcntl() and a 32 KiB buffer.
+// PCI address is an error.
 Result<std::vector<Entry>> list_functions(int devices_fd, const std::string& shown_dir) {
-    std::vector<Entry> entries;
-    alignas(8) char buffer[4096]; // 128 functions a call; one stack page
-    for (;;) {
-        long n = ::syscall(SYS_getdents64, devices_fd, buffer, sizeof buffer);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno_error("cannot list " + shown_dir);
-        }
-        if (n == 0) {
-            return entries;
-        }
-        // A function's entry takes 32 bytes ("0000:00:00.0" and its header):
-        // sized from the first batch, not grown one by one.
-        entries.reserve(entries.size() + static_cast<size_t>(n) / 32);
-        for (long offset = 0; offset < n;) {
-            const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + offset);
-            offset += entry->d_reclen;
-            std::string_view name(entry->d_name);
-            if (name == "." || name == "..") {
-                continue;
-            }
-            auto address = parse_bdf(name);
-            if (!address) {
-                return error(shown_dir + "/" + printable(name) +
-                                 ": not a PCI address (domain:bus:device.function)",
-                             EINVAL);
-            }
-            entries.push_back({*address, std::string(name)});
-        }
+    auto names = list_names(devices_fd, shown_dir);
+    if (!names) {
+        return names.error();
     }
+    std::vector<Entry> entries;
+    entries.reserve(names->size());
+    for (std::string& name : *names) {
+        auto address = parse_bdf(name);
+        if (!address) {
+            return error(shown_dir + "/" + printable(name) +
+                             ": not a PCI address (domain:bus:device.function)",
+                         EINVAL);
+        }
+        entries.push_back({*address, std::move(name)});
+    }
+    return entries;
 }
 
 // A key as /proc/bus/pci/devices writes it: bus << 8 | devfn.

@@ -79,8 +79,8 @@ class Sysroot {
 // "a/b/" -> "a/b"; "/a" -> "a".
 std::string_view strip_slashes(std::string_view rel);
 
-// The helpers under the readers above, for fds opened elsewhere in fs
-// (`shown` names the file or directory in messages):
+// The helpers under the readers above, for fds opened elsewhere (SafeDir,
+// RunDir, the PCI walk; `shown` names the file or directory in messages):
 // - read(2) into `buffer`, retrying on EINTR; 0 at the end;
 Result<size_t> read_some(int fd, char* buffer, size_t size, const std::string& shown);
 // - the whole file; more than `max_bytes` is an error (EFBIG);
