@@ -16,17 +16,36 @@
  *  - with mig=N, the MIG capability files of N GPU instances per GPU and
  *    /proc/driver/nvidia-caps/mig-minors, numbered as the real driver does;
  *  - the open/close lifecycle: the first open of /dev/nvidiaN initializes
- *    the GPU and the last close tears it down, counted per GPU in
- *    /proc/driver/nvidia-test/counters.
+ *    the GPU (init_ms) and the last close tears it down (deinit_ms), counted
+ *    per GPU in /proc/driver/nvidia-test/counters; an opener that comes
+ *    while an init runs waits for that init;
+ *  - non-blocking open (550.40.07+): with O_NONBLOCK, open() returns at once,
+ *    the init runs on a workqueue (GPUs in parallel) and the ioctl
+ *    NV_ESC_WAIT_OPEN_COMPLETE waits for it and reports its result;
+ *    nonblocking_ioctl=0 removes the ioctl and makes such opens blocking;
+ *  - PCI remove (and unbind) waits until no file holds the GPU, and new
+ *    opens of a GPU being removed fail with ENODEV; rmmod fails while any
+ *    file is open (the fops' owner holds the module);
+ *  - lost GPUs: writing a PCI address or minor to
+ *    /proc/driver/nvidia-test/lose marks that GPU fallen off the bus: poll()
+ *    on its files reports EPOLLHUP | EPOLLERR and new opens fail with EIO,
+ *    until it is removed and probed again.
  */
+#include <linux/delay.h>
 #include <linux/fs.h>
+#include <linux/ioctl.h>
+#include <linux/list.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/poll.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #define FAKE_MAX_GPUS 16
 #define FAKE_CFG_SIZE 256
@@ -55,6 +74,17 @@ MODULE_PARM_DESC(mig, "GPU instances (each with compute instance 0) per GPU, 0-7
 /* An A100 or H100 has at most 7 GPU instances at a time. */
 #define MIG_MAX_INSTANCES 7
 
+static unsigned int init_ms;
+module_param(init_ms, uint, 0444);
+MODULE_PARM_DESC(init_ms, "milliseconds the first open of a GPU takes to initialize it");
+static unsigned int deinit_ms;
+module_param(deinit_ms, uint, 0444);
+MODULE_PARM_DESC(deinit_ms, "milliseconds the last close of a GPU takes to tear it down");
+static bool nonblocking_ioctl = true;
+module_param(nonblocking_ioctl, bool, 0444);
+MODULE_PARM_DESC(nonblocking_ioctl,
+		 "non-blocking open and NV_ESC_WAIT_OPEN_COMPLETE (0: as drivers before 550.40.07)");
+
 /* The real driver's options, with its defaults and, like it, no sysfs view. */
 static unsigned int NVreg_ResmanDebugLevel = ~0U;
 module_param(NVreg_ResmanDebugLevel, uint, 0);
@@ -81,15 +111,55 @@ module_param(NVreg_RegistryDwords, charp, 0);
 static char *NVreg_ExcludedGpus;
 module_param(NVreg_ExcludedGpus, charp, 0);
 
+/* The real driver's NV_ESC_WAIT_OPEN_COMPLETE (NV_IOCTL_BASE 200 + 18). */
+#define NV_IOCTL_MAGIC 'F'
+#define NV_ESC_WAIT_OPEN_COMPLETE 218
+
+struct nv_ioctl_wait_open_complete {
+	int rc;			/* 0, or the open's negative errno */
+	u32 adapter_status;	/* the RM status: always 0 here */
+};
+static_assert(sizeof(struct nv_ioctl_wait_open_complete) == 8);
+
+#define NV_IOCTL_WAIT_OPEN_COMPLETE \
+	_IOWR(NV_IOCTL_MAGIC, NV_ESC_WAIT_OPEN_COMPLETE, struct nv_ioctl_wait_open_complete)
+
+enum gpu_state {
+	GPU_DOWN,
+	GPU_STARTING,	/* an init runs (init_ms), in an opener or on init_wq */
+	GPU_UP,
+	GPU_STOPPING,	/* the last close's teardown runs (deinit_ms) */
+};
+
+/*
+ * One per slot, static: the fields are under gpu_lock, and waiters may read
+ * them with READ_ONCE(); the wait queues and the work live as long as the
+ * module.
+ */
 struct fake_gpu {
 	struct pci_dev *pdev;
 	int minor;
 	bool excluded;
-	unsigned int opens;
+	bool lost;		/* fallen off the bus (the "lose" file) */
+	bool removing;		/* nv_remove() waits for the files to close */
+	enum gpu_state state;
+	unsigned int opens;	/* open files, those whose open is in progress too */
 	unsigned long inits;
 	unsigned long deinits;
+	struct list_head pending;	/* files waiting for the init in progress */
+	struct work_struct init_work;
+	wait_queue_head_t state_wq;	/* state, opens or a file's done changed */
+	wait_queue_head_t poll_wq;	/* the GPU got lost */
 	struct proc_dir_entry *proc_dir;
 	struct proc_dir_entry *caps_dir;
+};
+
+/* A GPU file's private data (the control device's is NULL). */
+struct nv_file {
+	struct fake_gpu *gpu;
+	struct list_head node;	/* on gpu->pending until its open completes */
+	bool done;		/* the open completed, with rc (smp_store_release) */
+	int rc;
 };
 
 /* The real driver's numbering of MIG capability minors (see mig-minors). */
@@ -106,6 +176,7 @@ static u8 config[FAKE_MAX_GPUS + 1][FAKE_CFG_SIZE];
 static DEFINE_SPINLOCK(config_lock);
 static struct fake_gpu gpu_state[FAKE_MAX_GPUS];
 static DEFINE_MUTEX(gpu_lock);
+static struct workqueue_struct *init_wq;
 static int caps_major;
 static struct pci_bus *root_bus;
 static struct pci_sysdata sysdata = { .node = NUMA_NO_NODE };
@@ -209,54 +280,198 @@ static struct fake_gpu *gpu_by_minor(int minor)
 	return NULL;
 }
 
+/*
+ * Initializes a GPU in GPU_STARTING: takes init_ms, in the blocking opener
+ * or on init_wq, without gpu_lock. Completes every file waiting for it; a
+ * GPU lost meanwhile fails them with EIO and stays down.
+ */
+static void gpu_start(struct fake_gpu *gpu)
+{
+	unsigned long start = jiffies;
+	struct nv_file *nvf, *next;
+	int rc = 0;
+
+	if (init_ms)
+		msleep(init_ms);
+	mutex_lock(&gpu_lock);
+	if (gpu->lost) {
+		rc = -EIO;
+		gpu->state = GPU_DOWN;
+		pr_err("fake-nvidia: gpu %d (%s) init failed: the GPU is lost\n", gpu->minor,
+		       pci_name(gpu->pdev));
+	} else {
+		gpu->state = GPU_UP;
+		gpu->inits++;
+		pr_info("fake-nvidia: gpu %d (%s) init done after %u ms\n", gpu->minor,
+			pci_name(gpu->pdev), jiffies_to_msecs(jiffies - start));
+	}
+	list_for_each_entry_safe(nvf, next, &gpu->pending, node) {
+		list_del_init(&nvf->node);
+		nvf->rc = rc;
+		smp_store_release(&nvf->done, true);
+	}
+	wake_up_all(&gpu->state_wq);
+	mutex_unlock(&gpu_lock);
+}
+
+static void gpu_init_work(struct work_struct *work)
+{
+	gpu_start(container_of(work, struct fake_gpu, init_work));
+}
+
+/* Drops a file's count; the last one tears the GPU down (deinit_ms). */
+static void gpu_put(struct fake_gpu *gpu)
+{
+	mutex_lock(&gpu_lock);
+	if (--gpu->opens == 0 && gpu->state == GPU_UP) {
+		gpu->state = GPU_STOPPING;
+		mutex_unlock(&gpu_lock);
+		if (deinit_ms)
+			msleep(deinit_ms);
+		mutex_lock(&gpu_lock);
+		gpu->state = GPU_DOWN;
+		gpu->deinits++;
+		pr_info("fake-nvidia: gpu %d (%s) deinit\n", gpu->minor, pci_name(gpu->pdev));
+	}
+	wake_up_all(&gpu->state_wq);
+	mutex_unlock(&gpu_lock);
+}
+
+static bool open_done(struct nv_file *nvf)
+{
+	return smp_load_acquire(&nvf->done);
+}
+
 static int nv_open(struct inode *inode, struct file *file)
 {
 	int minor = iminor(inode);
+	bool nonblock = (file->f_flags & O_NONBLOCK) && NVreg_EnableNonblockingOpen &&
+			nonblocking_ioctl;
 	struct fake_gpu *gpu;
+	struct nv_file *nvf;
+	bool start = false;
+	int ret;
 
 	if (minor == NV_CTL_MINOR)
 		return 0;
+	nvf = kzalloc(sizeof(*nvf), GFP_KERNEL);
+	if (!nvf)
+		return -ENOMEM;
+	INIT_LIST_HEAD(&nvf->node);
+again:
 	mutex_lock(&gpu_lock);
 	gpu = gpu_by_minor(minor);
-	if (!gpu) {
-		mutex_unlock(&gpu_lock);
-		return -ENODEV;
+	if (!gpu || gpu->removing) {
+		ret = -ENODEV;
+		goto out_unlock;
 	}
 	if (gpu->excluded) {
 		pr_err("fake-nvidia: gpu %d (%s): open() not permitted for excluded GPU\n", minor,
 		       pci_name(gpu->pdev));
-		mutex_unlock(&gpu_lock);
-		return -EPERM;
+		ret = -EPERM;
+		goto out_unlock;
 	}
-	if (gpu->opens++ == 0) {
-		gpu->inits++;
-		pr_info("fake-nvidia: gpu %d (%s) init\n", minor, pci_name(gpu->pdev));
+	if (gpu->lost) {
+		ret = -EIO;
+		goto out_unlock;
+	}
+	if (gpu->state == GPU_STOPPING) {
+		/* The last close's teardown runs: open when it is done. */
+		mutex_unlock(&gpu_lock);
+		wait_event(gpu->state_wq, READ_ONCE(gpu->state) != GPU_STOPPING);
+		goto again;
+	}
+	gpu->opens++;
+	nvf->gpu = gpu;
+	if (gpu->state == GPU_UP) {
+		nvf->done = true;
+	} else {
+		/* Wait for the init in progress, or start one. */
+		list_add_tail(&nvf->node, &gpu->pending);
+		if (gpu->state == GPU_DOWN) {
+			gpu->state = GPU_STARTING;
+			pr_info("fake-nvidia: gpu %d (%s) init\n", minor, pci_name(gpu->pdev));
+			start = true;
+		}
 	}
 	mutex_unlock(&gpu_lock);
-	return 0;
+	file->private_data = nvf;
+	if (start && nonblock)
+		queue_work(init_wq, &gpu->init_work);
+	else if (start)
+		gpu_start(gpu);
+	if (nonblock)
+		return 0;
+	wait_event(gpu->state_wq, open_done(nvf));
+	ret = nvf->rc;
+	if (!ret)
+		return 0;
+	file->private_data = NULL;
+	gpu_put(gpu);
+	kfree(nvf);
+	return ret;
+
+out_unlock:
+	mutex_unlock(&gpu_lock);
+	kfree(nvf);
+	return ret;
 }
 
 static int nv_release(struct inode *inode, struct file *file)
 {
-	int minor = iminor(inode);
-	struct fake_gpu *gpu;
+	struct nv_file *nvf = file->private_data;
 
-	if (minor == NV_CTL_MINOR)
+	if (!nvf)
 		return 0;
-	mutex_lock(&gpu_lock);
-	gpu = gpu_by_minor(minor);
-	if (gpu && --gpu->opens == 0) {
-		gpu->deinits++;
-		pr_info("fake-nvidia: gpu %d (%s) deinit\n", minor, pci_name(gpu->pdev));
-	}
-	mutex_unlock(&gpu_lock);
+	/* As the real driver, a close waits for the file's open to complete. */
+	wait_event(nvf->gpu->state_wq, open_done(nvf));
+	gpu_put(nvf->gpu);
+	kfree(nvf);
 	return 0;
+}
+
+/*
+ * NV_ESC_WAIT_OPEN_COMPLETE waits (interruptibly) for the file's open and
+ * reports its result; the control device's, a blocking open's or a
+ * completed one's at once. Every other ioctl, and this one with
+ * nonblocking_ioctl=0, fails with ENOTTY.
+ */
+static long nv_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct nv_ioctl_wait_open_complete params = { 0 };
+	struct nv_file *nvf = file->private_data;
+
+	if (!nonblocking_ioctl || cmd != NV_IOCTL_WAIT_OPEN_COMPLETE)
+		return -ENOTTY;
+	if (nvf) {
+		if (wait_event_interruptible(nvf->gpu->state_wq, open_done(nvf)))
+			return -ERESTARTSYS;
+		params.rc = nvf->rc;
+	}
+	if (copy_to_user((void __user *)arg, &params, sizeof(params)))
+		return -EFAULT;
+	return 0;
+}
+
+/* A lost GPU's files report EPOLLHUP | EPOLLERR; a healthy one's nothing. */
+static __poll_t nv_poll(struct file *file, poll_table *wait)
+{
+	struct nv_file *nvf = file->private_data;
+
+	if (!nvf)
+		return 0;
+	poll_wait(file, &nvf->gpu->poll_wq, wait);
+	return READ_ONCE(nvf->gpu->lost) ? EPOLLHUP | EPOLLERR : 0;
 }
 
 static const struct file_operations nv_fops = {
 	.owner = THIS_MODULE,
 	.open = nv_open,
 	.release = nv_release,
+	.unlocked_ioctl = nv_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.poll = nv_poll,
+	.llseek = noop_llseek,
 };
 
 static int caps_open(struct inode *inode, struct file *file)
@@ -347,15 +562,51 @@ static int counters_show(struct seq_file *m, void *v)
 	int i;
 
 	mutex_lock(&gpu_lock);
-	seq_printf(m, "# minor bdf inits deinits opens\n");
+	seq_printf(m, "# minor bdf inits deinits opens lost\n");
 	for (i = 0; i < FAKE_MAX_GPUS; i++)
 		if (gpu_state[i].pdev)
-			seq_printf(m, "%d %s %lu %lu %u\n", gpu_state[i].minor,
+			seq_printf(m, "%d %s %lu %lu %u %d\n", gpu_state[i].minor,
 				   pci_name(gpu_state[i].pdev), gpu_state[i].inits,
-				   gpu_state[i].deinits, gpu_state[i].opens);
+				   gpu_state[i].deinits, gpu_state[i].opens, gpu_state[i].lost);
 	mutex_unlock(&gpu_lock);
 	return 0;
 }
+
+/* "lose": a PCI address or a minor marks that GPU fallen off the bus. */
+static ssize_t lose_write(struct file *file, const char __user *ubuf, size_t count,
+			  loff_t *ppos)
+{
+	struct fake_gpu *gpu = NULL;
+	char buf[32], *name;
+	int i, minor;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	name = strim(buf);
+	if (kstrtoint(name, 10, &minor))
+		minor = -1;
+	mutex_lock(&gpu_lock);
+	for (i = 0; i < FAKE_MAX_GPUS; i++)
+		if (gpu_state[i].pdev && (gpu_state[i].minor == minor ||
+					  !strcmp(pci_name(gpu_state[i].pdev), name)))
+			gpu = &gpu_state[i];
+	if (gpu && !gpu->lost) {
+		gpu->lost = true;
+		pr_info("fake-nvidia: gpu %d (%s) lost with %u open file(s)\n", gpu->minor,
+			pci_name(gpu->pdev), gpu->opens);
+		wake_up_interruptible_poll(&gpu->poll_wq, EPOLLHUP | EPOLLERR);
+	}
+	mutex_unlock(&gpu_lock);
+	return gpu ? count : -ENODEV;
+}
+
+static const struct proc_ops lose_ops = {
+	.proc_write = lose_write,
+	.proc_lseek = noop_llseek,
+};
 
 /* A capability file: private data packs the minor and the mode. */
 static int cap_show(struct seq_file *m, void *v)
@@ -427,6 +678,9 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	gpu->excluded = uuid_excluded(uuid);
 	gpu->pdev = pdev;
 	gpu->opens = 0;
+	gpu->state = GPU_DOWN;
+	gpu->lost = false;
+	gpu->removing = false;
 	mutex_unlock(&gpu_lock);
 	gpu->proc_dir = proc_mkdir(pci_name(pdev), proc_gpus);
 	if (gpu->proc_dir)
@@ -439,10 +693,32 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 }
 
+/* No file holds the GPU and no teardown runs. */
+static bool gpu_released(struct fake_gpu *gpu)
+{
+	return !READ_ONCE(gpu->opens) && READ_ONCE(gpu->state) == GPU_DOWN;
+}
+
 static void nv_remove(struct pci_dev *pdev)
 {
 	struct fake_gpu *gpu = pci_get_drvdata(pdev);
+	unsigned int opens;
 
+	/*
+	 * Like the real driver, wait (in 500 ms steps, without gpu_lock, so
+	 * that files can be closed) until no file holds the GPU: the kernel
+	 * sends the remove or unbind uevent only after this returns. New opens
+	 * fail meanwhile.
+	 */
+	mutex_lock(&gpu_lock);
+	gpu->removing = true;
+	opens = gpu->opens;
+	mutex_unlock(&gpu_lock);
+	if (opens)
+		pr_info("fake-nvidia: gpu %d (%s) remove waits for %u open file(s)\n", gpu->minor,
+			pci_name(pdev), opens);
+	while (!wait_event_timeout(gpu->state_wq, gpu_released(gpu), msecs_to_jiffies(500)))
+		;
 	proc_remove(gpu->proc_dir);
 	proc_remove(gpu->caps_dir);
 	gpu->caps_dir = NULL;
@@ -559,7 +835,7 @@ static void unregister_majors(void)
 
 static int __init nv_init(void)
 {
-	int ret;
+	int i, ret;
 
 	if (gpus < 1 || gpus > FAKE_MAX_GPUS) {
 		pr_err("fake-nvidia: gpus=%u is out of range 1-%d\n", gpus, FAKE_MAX_GPUS);
@@ -569,9 +845,19 @@ static int __init nv_init(void)
 		pr_err("fake-nvidia: mig=%u is out of range 0-%d\n", mig, MIG_MAX_INSTANCES);
 		return -EINVAL;
 	}
+	for (i = 0; i < FAKE_MAX_GPUS; i++) {
+		INIT_LIST_HEAD(&gpu_state[i].pending);
+		INIT_WORK(&gpu_state[i].init_work, gpu_init_work);
+		init_waitqueue_head(&gpu_state[i].state_wq);
+		init_waitqueue_head(&gpu_state[i].poll_wq);
+	}
+	/* Unbound, one worker per GPU: GPUs initialize in parallel. */
+	init_wq = alloc_workqueue("fake-nvidia-init", WQ_UNBOUND, FAKE_MAX_GPUS);
+	if (!init_wq)
+		return -ENOMEM;
 	ret = register_majors();
 	if (ret)
-		return ret;
+		goto out_wq;
 	caps_major = register_chrdev(0, "nvidia-caps", &caps_fops);
 	if (caps_major < 0) {
 		ret = caps_major;
@@ -583,6 +869,7 @@ static int __init nv_init(void)
 	proc_create_single("params", 0444, proc_nvidia, params_show);
 	proc_create_single("version", 0444, proc_nvidia, version_show);
 	proc_create_single("counters", 0444, proc_test, counters_show);
+	proc_create("lose", 0200, proc_test, &lose_ops);
 	if (mig) {
 		struct proc_dir_entry *mig_dir;
 
@@ -612,6 +899,8 @@ out_proc:
 	unregister_chrdev(caps_major, "nvidia-caps");
 out_majors:
 	unregister_majors();
+out_wq:
+	destroy_workqueue(init_wq);
 	return ret;
 }
 
@@ -624,6 +913,8 @@ static void __exit nv_exit(void)
 	proc_remove(proc_nvidia);
 	unregister_chrdev(caps_major, "nvidia-caps");
 	unregister_majors();
+	/* An init's last instructions may still run after its file closed. */
+	destroy_workqueue(init_wq);
 }
 
 module_init(nv_init);
