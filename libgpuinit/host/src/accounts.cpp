@@ -118,6 +118,15 @@ void AccountDb::parse_line(std::string_view line, std::string_view source, size_
     }
     // The first entry wins, as in getgrnam(3) over files.
     (is_group ? groups_ : users_).emplace(std::string(name), static_cast<unsigned>(*id));
+    if (!is_group && third < line.size()) {
+        size_t fourth = line.find(':', third + 1);
+        std::string_view gid_text =
+            line.substr(third + 1, fourth == std::string_view::npos ? std::string_view::npos
+                                                                    : fourth - third - 1);
+        if (auto gid = parse_decimal(gid_text, kMaxId)) {
+            primary_groups_.emplace(std::string(name), static_cast<unsigned>(*gid));
+        }
+    }
 }
 
 std::optional<gid_t> AccountDb::group(std::string_view name) const {
@@ -150,6 +159,13 @@ std::optional<uid_t> AccountDb::user(std::string_view name) const {
 #endif
     if (name == "root") {
         return 0;
+    }
+    return std::nullopt;
+}
+
+std::optional<gid_t> AccountDb::primary_group(std::string_view user) const {
+    if (auto it = primary_groups_.find(std::string(user)); it != primary_groups_.end()) {
+        return static_cast<gid_t>(it->second);
     }
     return std::nullopt;
 }

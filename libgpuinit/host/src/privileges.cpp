@@ -47,4 +47,23 @@ Status drop_privileges(uid_t uid, gid_t gid, const std::vector<gid_t>& supplemen
     return {};
 }
 
+Status keep_only_capabilities(const std::vector<unsigned>& capabilities) {
+    capng_get_caps_process();
+    capng_clear(CAPNG_SELECT_BOTH);
+    for (unsigned capability : capabilities) {
+        if (capng_update(CAPNG_ADD, static_cast<capng_type_t>(CAPNG_EFFECTIVE | CAPNG_PERMITTED),
+                         capability) != 0 ||
+            capng_update(CAPNG_ADD, CAPNG_BOUNDING_SET, capability) != 0) {
+            return error(format("cannot keep capability %u", capability), EINVAL);
+        }
+    }
+    if (capng_apply(CAPNG_SELECT_BOTH) != 0) {
+        return error("cannot restrict the capabilities", EPERM);
+    }
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        return errno_error("prctl(PR_SET_NO_NEW_PRIVS)");
+    }
+    return {};
+}
+
 } // namespace gpuinit

@@ -32,6 +32,8 @@ class AccountDb {
 
     std::optional<gid_t> group(std::string_view name) const;
     std::optional<uid_t> user(std::string_view name) const;
+    // The user's primary group from the root's /etc/passwd (files only).
+    std::optional<gid_t> primary_group(std::string_view user) const;
 
   private:
     void parse_line(std::string_view line, std::string_view source, size_t number, bool is_group,
@@ -39,6 +41,7 @@ class AccountDb {
 
     std::unordered_map<std::string, unsigned> users_;
     std::unordered_map<std::string, unsigned> groups_;
+    std::unordered_map<std::string, unsigned> primary_groups_;
     bool use_nss_ = false;
 };
 

@@ -15,4 +15,10 @@ namespace gpuinit {
 // result and fails if anything is left.
 Status drop_privileges(uid_t uid, gid_t gid, const std::vector<gid_t>& supplementary_groups);
 
+// Keeps uid 0 but only the capabilities listed (Linux CAP_* numbers):
+// clears the rest from the effective, permitted, inheritable and bounding
+// sets, and sets no_new_privs. For a helper that must stay root to open
+// root-owned device nodes and should be able to do nothing else.
+Status keep_only_capabilities(const std::vector<unsigned>& capabilities);
+
 } // namespace gpuinit
