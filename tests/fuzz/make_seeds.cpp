@@ -354,6 +354,60 @@ void add_by_hand(Corpus& corpus, const std::string& source_dir) {
     }
 }
 
+// The persistence RPC target reads two chunk-size bytes, then a stream of
+// records (RFC 5531 record marking) of XDR words, written out by hand here
+// so that the seeds do not depend on the encoder under test.
+std::string xdr(std::initializer_list<uint32_t> words) {
+    std::string bytes;
+    for (uint32_t word : words) {
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            bytes += static_cast<char>(word >> shift);
+        }
+    }
+    return bytes;
+}
+
+std::string rpc_fragment(const std::string& record, bool last = true) {
+    return xdr({(last ? 0x80000000u : 0u) | static_cast<uint32_t>(record.size())}) + record;
+}
+
+void add_persistence_rpc(Corpus& corpus) {
+    // nvidia-smi's AUTH_SYS credential: stamp, machine name, uid, gid, groups.
+    std::string auth_sys =
+        xdr({1, 36, 0x5eed, 9}) + "gpu-node7" + std::string(3, '\0') + xdr({1000, 1000, 1, 44});
+    auto call = [](uint32_t xid, uint32_t version, uint32_t procedure, const std::string& cred,
+                   std::initializer_list<uint32_t> args) {
+        return xdr({xid, 0, 2, 35006, version, procedure}) + cred + xdr({0, 0}) + xdr(args);
+    };
+    std::string none = xdr({0, 0});
+    std::string get = call(1, 1, 2, none, {0, 0x17, 0, 0});
+    std::string set = call(2, 1, 1, auth_sys, {0, 0xb1, 0, 0, 1});
+    std::vector<std::string> records = {
+        get,
+        set,
+        call(3, 2, 1, none, {0, 0x17, 0, 0, 0}),
+        call(4, 2, 2, auth_sys, {0, 0x17, 0, 0, 1}),
+        call(5, 1, 0, none, {}),
+        call(6, 2, 0, auth_sys, {}),
+        call(7, 3, 2, none, {0, 0, 0, 0}),
+        call(8, 1, 9, none, {}),
+        xdr({9, 0, 3}),
+        xdr({10, 0, 2, 100003, 3, 0, 0, 0, 0, 0}),
+        xdr({1, 1, 0, 0, 0, 0, 0, 1}), // a get's reply: enabled
+        xdr({2, 1, 0, 0, 0, 0, 7}),    // a set's reply: permissions
+        xdr({7, 1, 0, 0, 0, 2, 1, 2}), // program version mismatch
+        xdr({9, 1, 1, 0, 2, 2}),       // denied: RPC version mismatch
+    };
+    for (const std::string& record : records) {
+        corpus.add("persistence_rpc", "\xff\xff" + rpc_fragment(record));
+    }
+    corpus.add("persistence_rpc", std::string("\0\x05", 2) + rpc_fragment(get) + rpc_fragment(set));
+    corpus.add("persistence_rpc", "\x03\x40" + rpc_fragment(get.substr(0, 10), false) +
+                                      rpc_fragment(get.substr(10, 30), false) +
+                                      rpc_fragment(get.substr(40)) + rpc_fragment(""));
+    corpus.add("persistence_rpc", std::string("\x01\x02", 2) + xdr({0x7fffffff}) + get);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -364,6 +418,7 @@ int main(int argc, char** argv) {
     Corpus corpus;
     add_fixture_files(corpus);
     add_by_hand(corpus, argv[1]);
+    add_persistence_rpc(corpus);
     corpus.write(argv[2]);
     return 0;
 }
