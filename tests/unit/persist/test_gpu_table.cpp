@@ -1,0 +1,178 @@
+#include "gpuinit/persist/gpu_table.hpp"
+
+#include <cerrno>
+#include <gtest/gtest.h>
+
+namespace gpuinit {
+
+namespace {
+
+using Kind = PersistAction::Kind;
+
+GpuIdentity gpu(unsigned minor) {
+    return {minor, "0000:1" + std::to_string(minor) + ":00.0",
+            "GPU-0000000" + std::to_string(minor) + "-aaaa"};
+}
+
+PersistAction open_of(unsigned minor) {
+    return {Kind::Open, gpu(minor).bdf, minor};
+}
+PersistAction close_of(unsigned minor) {
+    return {Kind::Close, gpu(minor).bdf, minor};
+}
+const PersistAction kSave{Kind::SaveChoices, {}, 0};
+
+std::optional<GpuSelector> select(const char* text) {
+    return *GpuSelector::parse(text);
+}
+
+} // namespace
+
+TEST(GpuTable, FoundGpusAreOpenedAndHeldOnceTheirInitFinishes) {
+    GpuTable table;
+    EXPECT_EQ(table.gpu_present(gpu(1)), GpuTable::Actions{open_of(1)});
+    EXPECT_EQ(table.gpu_present(gpu(0)), GpuTable::Actions{open_of(0)});
+    EXPECT_TRUE(table.gpu_present(gpu(0)).empty()) << "a rescan changes nothing";
+    ASSERT_EQ(table.gpus().size(), 2u);
+    EXPECT_EQ(table.gpus()[0].id.minor, 0u) << "sorted by minor";
+    EXPECT_FALSE(table.settled());
+    EXPECT_TRUE(table.open_succeeded(gpu(0).bdf).empty());
+    EXPECT_FALSE(table.settled());
+    EXPECT_TRUE(table.open_failed(gpu(1).bdf, EIO, "init failed").empty());
+    EXPECT_TRUE(table.settled()) << "held or failed: READY";
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Held);
+    EXPECT_EQ(table.find(gpu(1).bdf)->state, HoldState::Failed);
+    EXPECT_EQ(table.find(gpu(1).bdf)->error_code, EIO);
+}
+
+TEST(GpuTable, AFailedGpuIsRetriedOnlyOnEnable) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_failed(gpu(0).bdf, EIO, "init failed");
+    EXPECT_TRUE(table.gpu_present(gpu(0)).empty());
+    EXPECT_TRUE(table.nodes_changed().empty());
+    auto retried = table.enable(select("0"));
+    ASSERT_TRUE(retried);
+    EXPECT_EQ(*retried, GpuTable::Actions{open_of(0)}) << "no choice changed: nothing to save";
+}
+
+TEST(GpuTable, DisableReleasesAndIsSavedEnableHoldsAgain) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_succeeded(gpu(0).bdf);
+    auto disabled = table.disable(select("0"));
+    ASSERT_TRUE(disabled);
+    EXPECT_EQ(*disabled, (GpuTable::Actions{close_of(0), kSave}));
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Disabled);
+    ASSERT_EQ(table.choices().size(), 1u);
+    EXPECT_EQ(table.choices()[0].uuid, gpu(0).uuid);
+    auto again = table.disable(select("0"));
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(again->empty()) << "idempotent: nothing to close or save";
+    auto enabled = table.enable(select(gpu(0).uuid.c_str()));
+    ASSERT_TRUE(enabled);
+    EXPECT_EQ(*enabled, (GpuTable::Actions{open_of(0), kSave}));
+    EXPECT_TRUE(table.choices().empty());
+}
+
+TEST(GpuTable, DisabledWhileInitializingIsClosedWhenTheInitFinishes) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    auto disabled = table.disable(std::nullopt);
+    ASSERT_TRUE(disabled);
+    EXPECT_EQ(*disabled, GpuTable::Actions{kSave}) << "the fd is busy: no close yet";
+    EXPECT_EQ(table.open_succeeded(gpu(0).bdf), GpuTable::Actions{close_of(0)});
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Disabled);
+}
+
+TEST(GpuTable, SavedChoicesApplyToGpusFoundLater) {
+    GpuTable table;
+    table.load_choices({{gpu(1).uuid, "0000:99:00.0"}}); // the board moved slots
+    EXPECT_TRUE(table.gpu_present(gpu(1)).empty());
+    EXPECT_EQ(table.find(gpu(1).bdf)->state, HoldState::Disabled);
+    table.load_choices({{"", gpu(0).bdf}}); // no UUID: by address
+    EXPECT_TRUE(table.gpu_present(gpu(0)).empty());
+    auto enabled = table.enable(std::nullopt);
+    ASSERT_TRUE(enabled);
+    EXPECT_EQ(*enabled, (GpuTable::Actions{open_of(0), open_of(1), kSave}));
+}
+
+TEST(GpuTable, EnableOfAnAbsentGpuClearsItsRememberedChoice) {
+    GpuTable table;
+    table.load_choices({{gpu(3).uuid, gpu(3).bdf}});
+    auto enabled = table.enable(select(gpu(3).bdf.c_str()));
+    ASSERT_TRUE(enabled);
+    EXPECT_EQ(*enabled, GpuTable::Actions{kSave});
+    EXPECT_TRUE(table.choices().empty());
+    auto unknown = table.disable(select("7"));
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ENODEV);
+}
+
+TEST(GpuTable, HangupReleasesAndMarksLost) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(2));
+    (void)table.open_succeeded(gpu(2).bdf);
+    EXPECT_EQ(table.hangup(gpu(2).bdf), GpuTable::Actions{close_of(2)});
+    EXPECT_EQ(table.find(gpu(2).bdf)->state, HoldState::Lost);
+    EXPECT_TRUE(table.hangup(gpu(2).bdf).empty()) << "released once";
+    EXPECT_TRUE(table.release_all().empty()) << "nothing left to close at stop";
+}
+
+TEST(GpuTable, GoneGpusAreReleasedAndForgotten) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_succeeded(gpu(0).bdf);
+    EXPECT_EQ(table.gpu_gone(gpu(0).bdf), GpuTable::Actions{close_of(0)});
+    EXPECT_EQ(table.find(gpu(0).bdf), nullptr);
+    EXPECT_TRUE(table.open_succeeded(gpu(0).bdf).empty()) << "a late completion is ignored";
+    // Rebound under another minor: released, then opened at the new one.
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_succeeded(gpu(0).bdf);
+    GpuIdentity moved = gpu(0);
+    moved.minor = 5;
+    EXPECT_EQ(table.gpu_present(moved),
+              (GpuTable::Actions{close_of(0), {Kind::Open, moved.bdf, 5}}));
+}
+
+TEST(GpuTable, AMissingNodeWaitsAndIsOpenedWhenDevChanges) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_failed(gpu(0).bdf, ENOENT, "no node yet");
+    EXPECT_TRUE(table.any_waiting_for_node());
+    EXPECT_TRUE(table.settled());
+    EXPECT_EQ(table.nodes_changed(), GpuTable::Actions{open_of(0)});
+    EXPECT_FALSE(table.any_waiting_for_node());
+}
+
+TEST(GpuTable, StopClosesEveryHeldAndInitializingGpu) {
+    GpuTable table;
+    for (unsigned minor : {0u, 1u, 2u}) {
+        (void)table.gpu_present(gpu(minor));
+    }
+    (void)table.open_succeeded(gpu(0).bdf);
+    (void)table.open_failed(gpu(2).bdf, EIO, "x");
+    EXPECT_EQ(table.release_all(), (GpuTable::Actions{close_of(0), close_of(1)}));
+}
+
+TEST(GpuTableChoices, StateFileRoundTripAndHostileLines) {
+    std::vector<DisabledGpu> choices{{gpu(0).uuid, gpu(0).bdf}, {"", "0000:99:00.0"}};
+    Diagnostics diagnostics;
+    EXPECT_EQ(parse_choices(format_choices(choices), "state", diagnostics), choices);
+    EXPECT_TRUE(diagnostics.empty());
+    std::string hostile = "disabled\n"
+                          "disabled GPU-1 0000:17:00.0 extra\n"
+                          "enabled - 0000:17:00.0\n"
+                          "disabled GPU-zz 0000:17:00.0\n"
+                          "disabled - 5\n"
+                          "disabled - 17:00.0\n"
+                          "disabled - 17:00.0\n"
+                          "\x01\x02\n";
+    auto parsed = parse_choices(hostile, "state", diagnostics);
+    ASSERT_EQ(parsed.size(), 1u) << "only the valid line, once";
+    EXPECT_EQ(parsed[0].bdf, "0000:17:00.0");
+    EXPECT_EQ(diagnostics.count(Severity::Warning), 6u);
+    EXPECT_EQ(diagnostics.items()[0].where.line, 1u);
+}
+
+} // namespace gpuinit
