@@ -18,6 +18,7 @@ struct Command {
 
 extern const Command kMknodCommand;
 extern const Command kModloadCommand;
+extern const Command kPersistCommand;
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();

@@ -5,7 +5,7 @@ namespace gpuinit::tools {
 
 namespace {
 
-constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand};
+constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand};
 
 } // namespace
 

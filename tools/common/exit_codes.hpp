@@ -27,6 +27,17 @@ enum ModloadExit : int {
     kModloadDriverNotLoaded = 9,
 };
 
+// gpu-persist(8)
+enum PersistExit : int {
+    kPersistOk = 0,
+    kPersistUsage = 1,
+    kPersistPartial = 2,     // --daemon: running, but some GPU could not be held
+    kPersistCannotStart = 3, // another instance, coherent-memory machine, bad --user, ...
+    kPersistNotRunning = 4,  // client: no daemon answers
+    kPersistDenied = 5,      // client: changes need root or the admin group
+    kPersistRefused = 6,     // client: the daemon refused the request (unknown GPU, ...)
+};
+
 // The exit code for a failure of the modules layer (its ModuleFailure reason).
 int modload_exit_for(const Diagnostic& failure);
 

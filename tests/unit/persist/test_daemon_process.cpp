@@ -1,0 +1,273 @@
+// The daemon as a process, on a fixture tree (--root): its control and RPC
+// sockets survive hostile clients, and it stops cleanly. No GPU can be
+// opened here (no driver), so its GPUs wait for their nodes; the VM tests
+// (tests/vm/scenarios/persist.sh) hold real fds on the stand-in driver.
+#include "gpuinit/persist/client.hpp"
+#include "gpuinit/persist/control.hpp"
+#include "gpuinit/persist/rpc.hpp"
+#include "machine_fixture.hpp"
+#include "temp_dir.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <random>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace gpuinit {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class DaemonProcess {
+  public:
+    explicit DaemonProcess(const std::string& root) : root_(root) {
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            int null = ::open("/dev/null", O_WRONLY);
+            ::dup2(null, 1);
+            ::execl(GPU_PERSIST_BIN, "gpu-persist", "--root", root.c_str(), "--no-hotplug",
+                    static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+    }
+    ~DaemonProcess() {
+        if (pid_ > 0 && alive()) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    bool alive() const { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+    // The status file appears once every GPU is held or reported.
+    bool wait_ready() const {
+        for (int i = 0; i < 500; ++i) {
+            if (::access((root_ + "/run/gpu-persist/status").c_str(), F_OK) == 0) {
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    }
+    // SIGTERM; the exit status, or -1 when it is not gone within 5 s.
+    int stop() {
+        ::kill(pid_, SIGTERM);
+        for (int i = 0; i < 500; ++i) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return -1;
+    }
+
+  private:
+    std::string root_;
+    pid_t pid_ = -1;
+};
+
+int connect_unix(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Sends `data` (optionally half-closing), then reads until EOF or 2 s pass.
+std::string exchange(const std::string& path, std::string_view data, bool half_close) {
+    int fd = connect_unix(path);
+    if (fd < 0) {
+        ADD_FAILURE() << "connect " << path << ": " << std::strerror(errno);
+        return {};
+    }
+    (void)::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (half_close) {
+        ::shutdown(fd, SHUT_WR);
+    }
+    std::string reply;
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (Clock::now() < deadline) {
+        pollfd waiting{fd, POLLIN, 0};
+        if (::poll(&waiting, 1, 100) <= 0) {
+            continue;
+        }
+        char buffer[4096];
+        ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
+        if (got <= 0) {
+            break;
+        }
+        reply.append(buffer, static_cast<size_t>(got));
+    }
+    ::close(fd);
+    return reply;
+}
+
+class PersistDaemonTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_TRUE(testing::write_fixture(testing::workstation(2), dir_.path()));
+        // The fixture's GPUs have no nodes: the daemon waits for them.
+        daemon_ = std::make_unique<DaemonProcess>(dir_.path());
+        ASSERT_TRUE(daemon_->wait_ready()) << "gpu-persist did not publish its status";
+    }
+    std::string control() const { return dir_ / "run/gpu-persist/socket"; }
+    std::string compat() const { return dir_ / "run/nvidia-persistenced/socket"; }
+
+    testing::TempDir dir_;
+    std::unique_ptr<DaemonProcess> daemon_;
+};
+
+} // namespace
+
+TEST_F(PersistDaemonTest, AnswersStatusAndStopsCleanly) {
+    auto root = Sysroot::open(dir_.path());
+    ASSERT_TRUE(root);
+    auto reply = persist_request(*root, ControlRequest{}, 5000);
+    ASSERT_TRUE(reply) << reply.error().message;
+    EXPECT_EQ(reply->reply.code, 0);
+    ASSERT_EQ(reply->reply.gpus.size(), 2u);
+    EXPECT_EQ(reply->reply.gpus[0].state, HoldState::WaitingForNode);
+    EXPECT_EQ(reply->reply.daemon.compat, "on");
+    struct stat st {};
+    ASSERT_EQ(::lstat(control().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0660u) << "the control socket is not world-writable";
+    ASSERT_EQ(::lstat((dir_ / "run/gpu-persist/status").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+
+    auto unknown = persist_request(*root, *parse_control_request("disable 7"), 5000);
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->reply.code, ENODEV);
+
+    EXPECT_EQ(daemon_->stop(), 0);
+    EXPECT_NE(::access(control().c_str(), F_OK), 0) << "socket removed at stop";
+    EXPECT_NE(::access(compat().c_str(), F_OK), 0);
+    EXPECT_NE(::access((dir_ / "run/gpu-persist/gpu-persist.pid").c_str(), F_OK), 0);
+}
+
+TEST_F(PersistDaemonTest, SurvivesAThousandMalformedControlRequests) {
+    std::mt19937 random(20261123);
+    // Three clients that send half a request and stall: the others are
+    // still served, and the daemon drops them after its deadline.
+    std::vector<int> stalled;
+    for (int i = 0; i < 3; ++i) {
+        stalled.push_back(connect_unix(control()));
+        ASSERT_GE(stalled.back(), 0);
+        ::send(stalled.back(), "stat", 4, MSG_NOSIGNAL);
+    }
+    size_t replies = 0;
+    for (int i = 0; i < 1000; ++i) {
+        std::string request;
+        switch (i % 5) {
+        case 0: // random bytes, newline-terminated
+            request.resize(random() % 300);
+            std::generate(request.begin(), request.end(), [&] { return char(random()); });
+            request += '\n';
+            break;
+        case 1: // oversized, no newline
+            request.assign(kMaxControlRequest + 1 + random() % 8000, 'x');
+            break;
+        case 2: // half a request, then half-closed
+            request = "disable 0";
+            request.resize(random() % request.size());
+            break;
+        case 3: // a NUL and escapes in an otherwise valid shape
+            request = std::string("enable \0\x1b[2J", 12) + "\n";
+            break;
+        case 4: // many requests in one write: only the first is answered
+            request = "status\nstatus\ndisable all\n";
+            break;
+        }
+        std::string reply = exchange(control(), request, i % 5 == 2);
+        if (!reply.empty()) {
+            auto parsed = parse_control_reply(reply);
+            ASSERT_TRUE(parsed) << "request " << i << ": " << parsed.error().message;
+            ++replies;
+            if (i % 5 != 4) {
+                EXPECT_NE(parsed->code, 0) << "request " << i << " was accepted";
+            }
+        }
+    }
+    EXPECT_GE(replies, 800u);
+    ASSERT_TRUE(daemon_->alive());
+    auto root = Sysroot::open(dir_.path());
+    auto after = persist_request(*root, ControlRequest{}, 5000);
+    ASSERT_TRUE(after) << after.error().message;
+    EXPECT_EQ(after->reply.gpus.size(), 2u);
+    for (const HeldGpu& gpu : after->reply.gpus) {
+        EXPECT_TRUE(gpu.wanted) << "a malformed request disabled " << gpu.id.bdf;
+    }
+    for (int fd : stalled) {
+        ::close(fd);
+    }
+}
+
+TEST_F(PersistDaemonTest, SurvivesAThousandMalformedRpcCalls) {
+    std::mt19937 random(35006);
+    for (int i = 0; i < 1000; ++i) {
+        std::string data;
+        switch (i % 4) {
+        case 0: { // a well-framed record of random bytes
+            std::string record(random() % 200, '\0');
+            std::generate(record.begin(), record.end(), [&] { return char(random()); });
+            data = frame_rpc_record(record);
+            break;
+        }
+        case 1: // a header announcing 2 GB
+            data = std::string("\xff\xff\xff\xf0", 4) + "abcd";
+            break;
+        case 2: { // a valid call cut short
+            data =
+                frame_rpc_record(encode_get_mode_call(static_cast<uint32_t>(i), {0, 0x17, 0, 0}));
+            data.resize(random() % data.size());
+            break;
+        }
+        case 3: // random bytes, no framing at all
+            data.resize(random() % 64);
+            std::generate(data.begin(), data.end(), [&] { return char(random()); });
+            break;
+        }
+        (void)exchange(compat(), data, true);
+    }
+    ASSERT_TRUE(daemon_->alive());
+    auto root = Sysroot::open(dir_.path());
+    auto device = parse_nv_pci_device("0000:17:00.0");
+    ASSERT_TRUE(device);
+    auto reply = persistence_rpc_get(*root, *device);
+    ASSERT_TRUE(reply) << reply.error().message;
+    EXPECT_TRUE(reply->rpc_error.empty()) << reply->rpc_error;
+}
+
+TEST_F(PersistDaemonTest, ControlRoundTripMedian) {
+    auto root = Sysroot::open(dir_.path());
+    ASSERT_TRUE(root);
+    std::vector<double> micros;
+    for (int i = 0; i < 1000; ++i) {
+        auto start = Clock::now();
+        auto reply = persist_request(*root, ControlRequest{}, 5000);
+        ASSERT_TRUE(reply);
+        micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    std::nth_element(micros.begin(), micros.begin() + 500, micros.end());
+    std::printf("gpu-persist status round trip: median %.0f us over 1000\n", micros[500]);
+    RecordProperty("median_us", static_cast<int>(micros[500]));
+    EXPECT_LT(micros[500], 50'000.0);
+}
+
+} // namespace gpuinit

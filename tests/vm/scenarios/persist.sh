@@ -1,0 +1,144 @@
+# gpu-persist against the real kernel and the stand-in driver (8 GPUs that
+# take 500 ms each to initialize): as --user outside every nvidiaN group, it
+# holds all of them, initialized in parallel, before --daemon returns; other
+# processes' opens and closes cause no init; disable releases (the next close
+# tears down) and enable holds again; a sysfs removal of a held GPU blocks
+# until it is disabled, and after a rescan the GPU is held again through a
+# kernel uevent and, once its node reappears, inotify; a lost GPU is released
+# and reported; the nvidia-smi compat socket gets and sets the mode (a
+# non-root set refused); kill -9 releases everything and a restart holds all
+# again; stop releases every GPU in bounded time.
+. /scenario-common.sh
+counter() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' /proc/driver/nvidia-test/counters; }
+inits() { counter "$1" 3; }
+deinits() { counter "$1" 4; }
+opens() { counter "$1" 5; }
+now() { awk '{ printf "%d\n", $1 * 100 }' /proc/uptime; } # centiseconds
+# Waits up to $2 tenths of a second for the shell condition $1.
+wait_for() {
+  n=0
+  until eval "$1"; do
+    n=$((n + 1))
+    [ $n -le "$2" ] || fail "timed out waiting for: $1"
+    sleep 0.1
+  done
+}
+state_of() { gpu-persist status | awk -v m="$1" '$1 == m { print $3 }'; }
+show() { cat /proc/driver/nvidia-test/counters; gpu-persist status || true; }
+
+syslogd -O /tmp/syslog
+echo 'gpupersist:x:990:990:gpu-persist:/:/bin/false' >>/etc/passwd
+echo 'gpupersist:x:990:' >>/etc/group
+echo 'gpuadmin:x:991:bob' >>/etc/group
+for n in 4 5 6 7; do echo "nvidia$n:x:100$n:" >>/etc/group; done
+insmod $extra/nvidia.ko gpus=8 init_ms=500
+gpu-mknod -q
+
+# Start: --daemon returns once every GPU is held (the same point where a
+# Type=notify service sends READY=1).
+start=$(now)
+gpu-persist --daemon --user gpupersist --admin-group gpuadmin -v || {
+  cat /tmp/syslog; fail "gpu-persist --daemon exited $?"; }
+took=$(($(now) - start))
+echo "8 GPUs with init_ms=500 held after ${took} cs (serial: 400 cs)"
+show
+for minor in 0 1 2 3 4 5 6 7; do
+  [ "$(inits $minor)" = 1 ] && [ "$(opens $minor)" = 1 ] || fail "GPU $minor not held once"
+done
+[ "$took" -lt 250 ] || fail "8 inits took ${took} cs: not in parallel"
+pid=$(cat /run/gpu-persist/gpu-persist.pid)
+[ "$(awk '/^Uid:/ { print $2 }' /proc/$pid/status)" = 990 ] || fail "daemon not running as gpupersist"
+[ "$(awk '/^Groups:/ { print NF - 1 }' /proc/$pid/status)" = 0 ] || fail "daemon has groups"
+[ "$(awk '/^CapEff:/ { print $2 }' /proc/$pid/status)" = 0000000000000000 ] || fail "daemon has capabilities"
+grep VmRSS /proc/$pid/status
+rc=0; gpu-persist --daemon 2>/tmp/second.err || rc=$?
+cat /tmp/second.err
+[ "$rc" = 3 ] && grep -q "already running" /tmp/second.err || fail "a second daemon: exit $rc"
+
+# Other processes' opens and closes: no init, no teardown.
+for round in $(seq 20); do exec 3</dev/nvidia0; exec 3<&-; done
+[ "$(inits 0)" = 1 ] && [ "$(deinits 0)" = 0 ] || fail "20 open/close cycles re-initialized GPU 0"
+
+# Queries are open to everyone, changes are not.
+su -s /bin/sh alice -c 'gpu-persist status' | grep -q "^0 .* held" || fail "alice cannot query"
+rc=0; su -s /bin/sh alice -c 'gpu-persist disable 0' || rc=$?
+[ "$rc" = 5 ] || fail "alice's disable exited $rc, want 5 (denied)"
+[ "$(state_of 0)" = held ] || fail "alice's disable changed something"
+
+# disable releases; the next close tears down; enable holds again (the
+# unprivileged daemon gets the fd from its helper).
+gpu-persist disable 0
+[ "$(deinits 0)" = 1 ] && [ "$(opens 0)" = 0 ] || fail "disable did not release GPU 0"
+exec 3</dev/nvidia0; exec 3<&-
+[ "$(inits 0)" = 2 ] && [ "$(deinits 0)" = 2 ] || fail "unheld GPU 0 was not torn down on close"
+grep -q "disabled - 10000:00:00.0\|disabled GPU-.* 10000:00:00.0" /var/lib/gpu-persist/state ||
+  fail "the choice is not in the state file"
+su -s /bin/sh bob -c 'gpu-persist enable 0' # bob is in gpuadmin
+[ "$(inits 0)" = 3 ] && [ "$(opens 0)" = 1 ] || fail "enable did not hold GPU 0 again"
+
+# A held GPU blocks its removal; disable lets it complete. After a rescan
+# (kernel uevent; no udevd here) the GPU waits for its node, which gpu-mknod
+# makes, and is held again without a restart.
+bdf=10000:00:02.0
+minor=$(sed -n 's/^Device Minor:[[:space:]]*//p' /proc/driver/nvidia/gpus/$bdf/information)
+(echo 1 >/sys/bus/pci/devices/$bdf/remove; echo done >/tmp/removed) &
+sleep 1.5
+[ ! -e /tmp/removed ] && [ -e /sys/bus/pci/devices/$bdf ] || fail "removal did not block"
+gpu-persist disable $bdf
+wait_for '[ -e /tmp/removed ]' 50
+[ ! -e /sys/bus/pci/devices/$bdf ] || fail "$bdf still there"
+wait_for '[ -z "$(state_of $minor)" ]' 30
+gpu-mknod -q --remove --device $bdf
+gpu-persist enable $bdf # remembered choice cleared; the GPU is absent
+echo 1 >/sys/bus/pci/rescan
+wait_for '[ "$(state_of $minor)" = waiting-for-node ]' 50
+gpu-mknod -q --device $bdf
+wait_for '[ "$(state_of $minor)" = held ]' 50
+[ "$(opens $minor)" = 1 ] || fail "GPU $minor not held after the rescan"
+
+# A lost GPU (POLLHUP) is released and reported.
+echo 10000:00:03.0 >/proc/driver/nvidia-test/lose
+wait_for '[ "$(state_of 3)" = lost ]' 50
+[ "$(opens 3)" = 0 ] && [ "$(deinits 3)" = 1 ] || fail "lost GPU 3 not released"
+grep -q "GPU 3 .*lost" /tmp/syslog || fail "lost GPU not logged"
+
+# nvidia-smi's persistence RPC.
+gpu-persist nvidia-smi-query 10000:00:01.0 | grep -q "persistence mode on" || fail "RPC get"
+rc=0; su -s /bin/sh alice -c 'gpu-persist nvidia-smi-set 10000:00:01.0 off' || rc=$?
+[ "$rc" = 5 ] || fail "a non-root RPC set exited $rc, want 5 (permissions)"
+[ "$(opens 1)" = 1 ] || fail "a non-root RPC set released GPU 1"
+gpu-persist nvidia-smi-set 10000:00:01.0 off
+[ "$(opens 1)" = 0 ] || fail "RPC set off did not release GPU 1"
+gpu-persist nvidia-smi-query 10000:00:01.0 | grep -q "persistence mode off" || fail "RPC get off"
+gpu-persist nvidia-smi-set 10000:00:01.0 on
+wait_for '[ "$(opens 1)" = 1 ]' 50
+if gpu-persist nvidia-smi-query 10000:00:0f.0; then fail "RPC get of an unknown GPU"; fi
+
+# kill -9: the kernel closes the fds; a restart takes every GPU again.
+kill -9 "$pid"
+wait_for '[ ! -d /proc/'"$pid"' ]' 50
+for minor in 0 1 4 5 6 7; do
+  wait_for '[ "$(opens '$minor')" = 0 ]' 50
+done
+# GPU 3 is still lost: its open fails (EIO), so --daemon reports partial (2).
+rc=0; gpu-persist --daemon --user gpupersist || rc=$?
+[ "$rc" = 2 ] || fail "restart with a lost GPU exited $rc, want 2 (partial)"
+show
+[ "$(state_of 3)" = failed ] || fail "lost GPU 3 not reported failed after the restart"
+for minor in 0 1 4 5 6 7; do
+  [ "$(opens $minor)" = 1 ] || fail "GPU $minor not held after the restart"
+done
+
+# Stop: every GPU released, the process gone, in bounded time.
+pid=$(cat /run/gpu-persist/gpu-persist.pid)
+start=$(now)
+kill -TERM "$pid"
+wait_for '[ ! -d /proc/'"$pid"' ]' 50
+echo "stop took $(($(now) - start)) cs"
+for minor in 0 1 2 4 5 6 7; do
+  [ "$(opens $minor)" = 0 ] || fail "GPU $minor still held after stop"
+done
+[ ! -e /run/gpu-persist/socket ] && [ ! -e /run/nvidia-persistenced/socket ] ||
+  fail "sockets left behind"
+rmmod nvidia
+cat /tmp/syslog
