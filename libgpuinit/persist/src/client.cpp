@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <poll.h>
 #include <sys/socket.h>
@@ -139,6 +140,12 @@ Result<ClientReply> persist_request(const Sysroot& root, const ControlRequest& r
             auto reply = parse_control_reply(*text);
             if (!reply) {
                 return reply.error();
+            }
+            // Left behind by a daemon that was killed: it is not running.
+            if (root.is_host() && ::kill(reply->daemon.pid, 0) != 0 && errno == ESRCH) {
+                return error(format("gpu-persist is not running (pid %d in %s is gone)",
+                                    static_cast<int>(reply->daemon.pid), root.display(rel).c_str()),
+                             ECONNREFUSED);
             }
             return ClientReply{std::move(*reply), true};
         }

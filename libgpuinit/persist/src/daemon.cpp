@@ -167,6 +167,7 @@ class Daemon {
     void on_completions();
     void on_gpu_event(unsigned minor, uint32_t events);
     void on_signal();
+    void on_uevents();
     void on_accept(int listen_fd, bool rpc);
     void on_connection(uint64_t id, uint32_t events);
     void handle_control_line(Connection& connection, std::string_view line);
@@ -702,13 +703,47 @@ void Daemon::on_gpu_event(unsigned minor, uint32_t events) {
 }
 
 Result<GpuTable::Actions> Daemon::change(const ControlRequest& request) {
-    auto actions = request.kind == ControlRequest::Kind::Enable ? table_.enable(request.gpu)
-                                                                : table_.disable(request.gpu);
+    auto apply = [&] {
+        return request.kind == ControlRequest::Kind::Enable ? table_.enable(request.gpu)
+                                                            : table_.disable(request.gpu);
+    };
+    auto actions = apply();
+    if (!actions && actions.error().code == ENODEV) {
+        // Bound since the last event we heard of (hotplug off or lost): look again.
+        rescan();
+        actions = apply();
+    }
     if (!actions) {
         return actions;
     }
     run_actions(*actions);
     return actions;
+}
+
+// An unbind or remove forgets the GPU at once, even when a rescan would find
+// it bound again by now: that is a new binding, to be opened again (a GPU
+// that had failed included). A bind, or lost events, rescans.
+void Daemon::on_uevents() {
+    std::vector<Uevent> events;
+    bool overflow = monitor_->drain(events);
+    bool bound = overflow;
+    GpuTable::Actions actions;
+    for (const Uevent& event : events) {
+        if (event.action == "bind") {
+            bound = true;
+            continue;
+        }
+        auto bdf = GpuSelector::parse(event.slot_name);
+        if (bdf && bdf->kind() == GpuSelector::Kind::Bdf && table_.find(bdf->key()) != nullptr) {
+            log_.info("GPU " + bdf->key() + " " + event.action + " (uevent)");
+            auto more = table_.gpu_gone(bdf->key());
+            actions.insert(actions.end(), more.begin(), more.end());
+        }
+    }
+    run_actions(actions);
+    if (bound) {
+        rescan();
+    }
 }
 
 void Daemon::on_signal() {
@@ -1098,7 +1133,7 @@ bool Daemon::start(int ready_fd) {
             monitor_.emplace(std::move(*monitor));
         } else {
             log_.warning(monitor.error().text() +
-                         "; GPUs bound later are taken only on SIGHUP or `gpu-persist enable`");
+                         "; GPUs bound later are taken on SIGHUP or `gpu-persist enable GPU`");
         }
     }
 
@@ -1173,9 +1208,7 @@ void Daemon::run() {
                 on_timer();
                 break;
             case kTagUevent:
-                if (monitor_ && monitor_->drain()) {
-                    rescan();
-                }
+                on_uevents();
                 break;
             case kTagInotify: {
                 char buffer[4096];

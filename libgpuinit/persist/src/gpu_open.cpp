@@ -147,6 +147,11 @@ namespace {
     sigset_t all;
     sigfillset(&all);
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    // A service manager's stop signals the whole group: the helper ends when
+    // the daemon closes its socket (or dies), never before the daemon.
+    for (int signal : {SIGTERM, SIGINT, SIGHUP}) {
+        ::signal(signal, SIG_IGN);
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() == 1) {
         ::_exit(0); // the daemon died before PDEATHSIG was set

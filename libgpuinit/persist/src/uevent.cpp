@@ -110,8 +110,8 @@ Result<UeventMonitor> UeventMonitor::open(UeventSource source) {
     return UeventMonitor(std::move(fd), source);
 }
 
-bool UeventMonitor::drain() {
-    bool relevant = false;
+bool UeventMonitor::drain(std::vector<Uevent>& events) {
+    bool overflow = false;
     while (true) {
         char buffer[kMaxUevent];
         alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
@@ -127,10 +127,10 @@ bool UeventMonitor::drain() {
         ssize_t got = ::recvmsg(fd_.get(), &message, MSG_DONTWAIT);
         if (got < 0) {
             if (errno == ENOBUFS) {
-                relevant = true; // lost events: the caller rescans
+                overflow = true; // lost events: the caller rescans
                 continue;
             }
-            return relevant; // EAGAIN, or nothing more to read
+            return overflow; // EAGAIN, or nothing more to read
         }
         if ((message.msg_flags & MSG_TRUNC) != 0) {
             continue;
@@ -152,8 +152,10 @@ bool UeventMonitor::drain() {
             continue;
         }
         auto event = parse_uevent(std::string_view(buffer, static_cast<size_t>(got)));
-        if (event && uevent_concerns_gpus(*event)) {
-            relevant = true;
+        if (event && uevent_concerns_gpus(*event) && events.size() < 1024) {
+            events.push_back(std::move(*event));
+        } else if (event && uevent_concerns_gpus(*event)) {
+            overflow = true;
         }
     }
 }

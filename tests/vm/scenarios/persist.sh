@@ -7,7 +7,8 @@
 # kernel uevent and, once its node reappears, inotify; a lost GPU is released
 # and reported; the nvidia-smi compat socket gets and sets the mode (a
 # non-root set refused); kill -9 releases everything and a restart holds all
-# again; stop releases every GPU in bounded time.
+# again; stop releases every GPU in bounded time; with a driver that has no
+# non-blocking open, the fallback holds them one after another.
 . /scenario-common.sh
 counter() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' /proc/driver/nvidia-test/counters; }
 inits() { counter "$1" 3; }
@@ -40,7 +41,7 @@ start=$(now)
 gpu-persist --daemon --user gpupersist --admin-group gpuadmin -v || {
   cat /tmp/syslog; fail "gpu-persist --daemon exited $?"; }
 took=$(($(now) - start))
-echo "8 GPUs with init_ms=500 held after ${took} cs (serial: 400 cs)"
+echo "BENCH start-to-held-8-gpus cs=$took serial-cs=400"
 show
 for minor in 0 1 2 3 4 5 6 7; do
   [ "$(inits $minor)" = 1 ] && [ "$(opens $minor)" = 1 ] || fail "GPU $minor not held once"
@@ -50,7 +51,20 @@ pid=$(cat /run/gpu-persist/gpu-persist.pid)
 [ "$(awk '/^Uid:/ { print $2 }' /proc/$pid/status)" = 990 ] || fail "daemon not running as gpupersist"
 [ "$(awk '/^Groups:/ { print NF - 1 }' /proc/$pid/status)" = 0 ] || fail "daemon has groups"
 [ "$(awk '/^CapEff:/ { print $2 }' /proc/$pid/status)" = 0000000000000000 ] || fail "daemon has capabilities"
-grep VmRSS /proc/$pid/status
+# Idle means idle: no wakeup of any of its threads in 60 s; and its size.
+switches() { cat /proc/$1/task/*/status | awk '/ctxt_switches/ { n += $2 } END { print n }'; }
+helper=$(awk -v p="$pid" '$4 == p { print $1 }' /proc/[0-9]*/stat)
+[ -n "$helper" ] || fail "no privileged helper"
+[ "$(awk '/^Uid:/ { print $2 }' /proc/$helper/status)" = 0 ] || fail "the helper is not root"
+[ "$(awk '/^CapEff:/ { print $2 }' /proc/$helper/status)" = 0000000000000002 ] ||
+  fail "the helper has more than CAP_DAC_OVERRIDE"
+before=$(switches $pid) helper_before=$(switches $helper)
+sleep 60
+wakeups=$(($(switches $pid) - before)) helper_wakeups=$(($(switches $helper) - helper_before))
+echo "BENCH idle-wakeups-60s daemon=$wakeups helper=$helper_wakeups"
+echo "BENCH rss-kb-8-gpus daemon=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status)" \
+  "helper=$(awk '/^VmRSS/ { print $2 }' /proc/$helper/status)"
+[ "$wakeups" = 0 ] && [ "$helper_wakeups" = 0 ] || fail "woke up while idle"
 rc=0; gpu-persist --daemon 2>/tmp/second.err || rc=$?
 cat /tmp/second.err
 [ "$rc" = 3 ] && grep -q "already running" /tmp/second.err || fail "a second daemon: exit $rc"
@@ -134,11 +148,28 @@ pid=$(cat /run/gpu-persist/gpu-persist.pid)
 start=$(now)
 kill -TERM "$pid"
 wait_for '[ ! -d /proc/'"$pid"' ]' 50
-echo "stop took $(($(now) - start)) cs"
+echo "BENCH stop-8-gpus cs=$(($(now) - start))"
 for minor in 0 1 2 4 5 6 7; do
   [ "$(opens $minor)" = 0 ] || fail "GPU $minor still held after stop"
 done
 [ ! -e /run/gpu-persist/socket ] && [ ! -e /run/nvidia-persistenced/socket ] ||
   fail "sockets left behind"
+rmmod nvidia
+
+# A driver without non-blocking open (before 550.40.07): the fallback opens
+# block, one GPU after another. The same boot's baseline for the bench.
+insmod $extra/nvidia.ko gpus=8 init_ms=500 nonblocking_ioctl=0
+gpu-mknod -q
+start=$(now)
+gpu-persist --daemon
+took=$(($(now) - start))
+echo "BENCH start-to-held-8-gpus-blocking-open cs=$took"
+for minor in 0 1 2 3 4 5 6 7; do
+  [ "$(opens $minor)" = 1 ] || fail "GPU $minor not held with blocking opens"
+done
+[ "$took" -ge 390 ] || fail "blocking opens of 8 GPUs took ${took} cs, less than 8 x 500 ms"
+pid=$(cat /run/gpu-persist/gpu-persist.pid)
+kill -TERM "$pid"
+wait_for '[ ! -d /proc/'"$pid"' ]' 50
 rmmod nvidia
 cat /tmp/syslog

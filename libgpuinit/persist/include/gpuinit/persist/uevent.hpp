@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpuinit {
 
@@ -35,10 +36,11 @@ class UeventMonitor {
     static Result<UeventMonitor> open(UeventSource source);
     int fd() const { return fd_.get(); }
     UeventSource source() const { return source_; }
-    // Reads every pending datagram; true when any of them concerns GPUs or
-    // the socket overflowed (events were lost: rescan). Datagrams not sent
-    // by the kernel (group 1) or by root's udevd (group 2) are ignored.
-    bool drain();
+    // Reads every pending datagram and appends those that concern GPUs to
+    // `events`, in order; true when the socket overflowed (events were lost:
+    // rescan). Datagrams not sent by the kernel (group 1) or by root's udevd
+    // (group 2) are ignored.
+    bool drain(std::vector<Uevent>& events);
 
   private:
     UeventMonitor(UniqueFd fd, UeventSource source) : fd_(std::move(fd)), source_(source) {}
