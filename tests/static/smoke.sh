@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of one static tool: it runs with no shared library at all,
 # answers --help, plans a --dry-run on a fixture root, and (gpu-mknod) makes
-# real nodes in a temporary copy of it. Exit 77 (skipped) without root.
+# real nodes in a temporary copy of it (gpu-persist: runs its daemon there). Exit 77 (skipped) without root.
 #
 #   smoke.sh TOOL SAMPLE_ROOT FAKE_MODULES_DIR
 set -euo pipefail
@@ -58,6 +58,25 @@ gpu-modload)
   [[ $(echo "$plan" | awk '{print $2}' | tr '\n' ' ') == "nvidia nvidia_uvm " ]] ||
     fail "--dry-run plan: $plan"
   echo "$plan" | grep -q "NVreg_ModifyDeviceFiles=0" || fail "--dry-run options: $plan"
+  ;;
+gpu-persist)
+  # The daemon on the sample root (no driver: its GPUs wait for nodes), its
+  # client, and a clean stop.
+  rc=0; env -i "$tool" --bogus 2>/dev/null || rc=$?
+  [[ $rc == 1 ]] || fail "an unknown option exited $rc, not 1"
+  env -i "$tool" --root "$work/root" --no-hotplug 2>"$work/daemon.log" &
+  daemon=$!
+  for _ in $(seq 100); do [[ -e $work/root/run/gpu-persist/status ]] && break; sleep 0.05; done
+  env -i "$tool" --root "$work/root" status | grep -q "waiting-for-node" ||
+    fail "status: $(cat "$work/daemon.log")"
+  env -i "$tool" --root "$work/root" status --json | grep -q '"state":"waiting-for-node"' ||
+    fail "status --json"
+  rc=0; env -i "$tool" --root "$work/root" disable 7 2>/dev/null || rc=$?
+  [[ $rc == 6 ]] || fail "disable of an unknown GPU exited $rc, not 6"
+  kill -TERM "$daemon"
+  rc=0; wait "$daemon" || rc=$?
+  [[ $rc == 0 ]] || fail "stopped with $rc: $(cat "$work/daemon.log")"
+  [[ ! -e $work/root/run/gpu-persist/socket ]] || fail "socket left behind"
   ;;
 *)
   fail "no smoke test for this tool"
