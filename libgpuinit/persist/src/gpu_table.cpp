@@ -54,6 +54,12 @@ bool choice_selected(const DisabledGpu& choice, const GpuSelector& selector) {
     return false;
 }
 
+Diagnostic no_gpu_matches(const GpuSelector& selector) {
+    return error("no GPU matches " + selector.text() +
+                     ": `gpu-persist status` lists the GPUs the driver has bound",
+                 ENODEV);
+}
+
 } // namespace
 
 void GpuTable::load_choices(std::vector<DisabledGpu> disabled) {
@@ -209,9 +215,7 @@ Result<GpuTable::Actions> GpuTable::enable(const std::optional<GpuSelector>& sel
         matched = changed = true;
     }
     if (selector && !matched) {
-        return error("no GPU matches " + selector->text() +
-                         ": `gpu-persist status` lists the GPUs the driver has bound",
-                     ENODEV);
+        return no_gpu_matches(*selector);
     }
     if (changed) {
         actions.push_back({PersistAction::Kind::SaveChoices, {}, 0});
@@ -246,9 +250,7 @@ Result<GpuTable::Actions> GpuTable::disable(const std::optional<GpuSelector>& se
         }
     }
     if (selector && !matched) {
-        return error("no GPU matches " + selector->text() +
-                         ": `gpu-persist status` lists the GPUs the driver has bound",
-                     ENODEV);
+        return no_gpu_matches(*selector);
     }
     if (changed) {
         actions.push_back({PersistAction::Kind::SaveChoices, {}, 0});

@@ -12,8 +12,6 @@
 # vm-label: vm-driver
 . /scenario-common.sh
 counters() { grep "^$1 " /proc/driver/nvidia-test/counters; }
-# Centiseconds since boot.
-now() { awk '{ printf "%d\n", $1 * 100 }' /proc/uptime; }
 # The shell's message when FILE cannot be opened for reading, else "opened".
 open_error() { if true 2>/tmp/open.err <"$1"; then echo opened; else cat /tmp/open.err; fi; }
 # Waits up to 5 s for FILE to be non-empty.

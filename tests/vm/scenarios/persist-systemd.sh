@@ -8,15 +8,6 @@
 # vm-flavour: debian-systemd
 . /scenario-common.sh
 counter() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' /proc/driver/nvidia-test/counters; }
-now() { awk '{ printf "%d\n", $1 * 100 }' /proc/uptime; } # centiseconds
-wait_for() {
-  n=0
-  until eval "$1"; do
-    n=$((n + 1))
-    [ $n -le "$2" ] || fail "timed out waiting for: $1"
-    sleep 0.1
-  done
-}
 state_of() { gpu-persist status | awk -v m="$1" '$1 == m { print $3 }'; }
 
 echo 'gpupersist:x:990:990:gpu-persist:/:/usr/sbin/nologin' >>/etc/passwd

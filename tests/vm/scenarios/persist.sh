@@ -14,16 +14,6 @@ counter() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' /proc/driver/nvidia-t
 inits() { counter "$1" 3; }
 deinits() { counter "$1" 4; }
 opens() { counter "$1" 5; }
-now() { awk '{ printf "%d\n", $1 * 100 }' /proc/uptime; } # centiseconds
-# Waits up to $2 tenths of a second for the shell condition $1.
-wait_for() {
-  n=0
-  until eval "$1"; do
-    n=$((n + 1))
-    [ $n -le "$2" ] || fail "timed out waiting for: $1"
-    sleep 0.1
-  done
-}
 state_of() { gpu-persist status | awk -v m="$1" '$1 == m { print $3 }'; }
 show() { cat /proc/driver/nvidia-test/counters; gpu-persist status || true; }
 
