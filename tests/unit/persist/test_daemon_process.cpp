@@ -213,7 +213,12 @@ TEST_F(PersistDaemonTest, SurvivesAThousandMalformedControlRequests) {
     for (const HeldGpu& gpu : after->reply.gpus) {
         EXPECT_TRUE(gpu.wanted) << "a malformed request disabled " << gpu.id.bdf;
     }
+    // The stalled clients are dropped after the daemon's 5 s deadline.
     for (int fd : stalled) {
+        pollfd waiting{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&waiting, 1, 8000), 1) << "a stalled client was never dropped";
+        char byte = 0;
+        EXPECT_EQ(::recv(fd, &byte, 1, 0), 0) << "dropped without a reply";
         ::close(fd);
     }
 }
