@@ -97,7 +97,7 @@ namespace {
 std::string kernel_event(const char* action, const char* driver) {
     std::string text = std::string(action) + "@/devices/pci10000:00/10000:00:01.0";
     text += '\0';
-    for (std::string field :
+    for (const std::string& field :
          {std::string("ACTION=") + action,
           std::string("DEVPATH=/devices/pci10000:00/10000:00:01.0"), std::string("SUBSYSTEM=pci"),
           std::string("DRIVER=") + driver, std::string("PCI_SLOT_NAME=10000:00:01.0")}) {
