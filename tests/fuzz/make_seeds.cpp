@@ -411,10 +411,11 @@ void add_persistence_rpc(Corpus& corpus) {
 // A request, a reply and a state file, joined with NULs; a kernel and a
 // udev uevent.
 void add_persist_control(Corpus& corpus) {
-    std::string reply = "gpu-persist-reply 1\nresult\t0\t-\n"
-                        "daemon\t97\t990\tno\ton\tudev\n"
-                        "gpu\t0\t0000:17:00.0\tGPU-558ce120-5b8b-16a1-87d4-ce157bba3e9d\theld\tyes\t0\t-\n"
-                        "gpu\t1\t10000:00:01.0\t-\tfailed\tno\t5\tinit failed\nend\n";
+    std::string reply =
+        "gpu-persist-reply 1\nresult\t0\t-\n"
+        "daemon\t97\t990\tno\ton\tudev\n"
+        "gpu\t0\t0000:17:00.0\tGPU-558ce120-5b8b-16a1-87d4-ce157bba3e9d\theld\tyes\t0\t-\n"
+        "gpu\t1\t10000:00:01.0\t-\tfailed\tno\t5\tinit failed\nend\n";
     std::string state = "# gpu-persist\ndisabled GPU-558ce120-5b8b-16a1-87d4-ce157bba3e9d "
                         "0000:17:00.0\ndisabled - 10000:00:01.0\n";
     for (const char* request : {"status", "enable 0", "disable all", "enable 0000:17:00.0",
@@ -427,8 +428,8 @@ void add_persist_control(Corpus& corpus) {
     corpus.add("persist_control", kernel);
     std::string properties("ACTION=unbind\0SUBSYSTEM=pci\0PCI_SLOT_NAME=0000:17:00.0\0", 55);
     std::string udev("libudev\0", 8);
-    for (uint32_t word : {0xfecaedfeu, 40u, 40u, static_cast<uint32_t>(properties.size()), 0u, 0u,
-                          0u, 0u}) {
+    for (uint32_t word :
+         {0xfecaedfeu, 40u, 40u, static_cast<uint32_t>(properties.size()), 0u, 0u, 0u, 0u}) {
         udev.append(reinterpret_cast<const char*>(&word), sizeof(word)); // magic: big-endian
     }
     corpus.add("persist_control", udev + properties);
