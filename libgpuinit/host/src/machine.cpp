@@ -124,6 +124,23 @@ void reject_duplicate_uuids(Machine& machine) {
 
 } // namespace
 
+Result<Machine> read_driver_gpus(const Sysroot& root, Diagnostics& diagnostics) {
+    Machine machine;
+    auto entries = root.list_dir(kDriverGpusPath);
+    if (!entries) {
+        if (entries.error().code != ENOENT) {
+            return entries.error();
+        }
+        machine.minors_from_driver = false;
+        return machine;
+    }
+    read_driver_view(root, *entries, machine, diagnostics);
+    reject_duplicate_uuids(machine);
+    std::sort(machine.gpus.begin(), machine.gpus.end(),
+              [](const Gpu& a, const Gpu& b) { return a.minor < b.minor; });
+    return machine;
+}
+
 std::string Gpu::subject() const {
     return format("GPU %u (%s)", minor, bdf.c_str());
 }
@@ -142,21 +159,19 @@ Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
         return devices_text.error();
     }
 
-    auto driver_entries = root.list_dir(kDriverGpusPath);
-    if (!driver_entries && driver_entries.error().code != ENOENT) {
+    auto view = read_driver_gpus(root, diagnostics);
+    if (!view) {
         // Present but unreadable (EACCES, ENOTDIR, ELOOP): guessing minors
         // from PCI order here would hide a broken /proc behind a warning.
-        Diagnostic broken = driver_entries.error();
+        Diagnostic broken = view.error();
         broken.message += "; the driver's GPU minors cannot be read, nothing was changed (check"
                           " that proc is mounted and " +
                           root.display(kDriverGpusPath) + " is the driver's directory)";
         return broken;
     }
-    machine.minors_from_driver = driver_entries.ok();
-    if (driver_entries) {
-        read_driver_view(root, *driver_entries, machine, diagnostics);
-        reject_duplicate_uuids(machine);
-    }
+    machine.minors_from_driver = view->minors_from_driver;
+    machine.gpus = std::move(view->gpus);
+    machine.unusable = std::move(view->unusable);
 
     // Without the driver's view, every minor is a guess from PCI order.
     PciNeed need = machine.minors_from_driver ? pci : PciNeed{};

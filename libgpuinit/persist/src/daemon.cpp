@@ -4,7 +4,6 @@
 #include "gpuinit/fs/safe_fs.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/accounts.hpp"
-#include "gpuinit/host/gpu_information.hpp"
 #include "gpuinit/host/machine.hpp"
 #include "gpuinit/host/privileges.hpp"
 #include "gpuinit/persist/control.hpp"
@@ -510,28 +509,22 @@ void Daemon::save_choices() {
 
 void Daemon::rescan() {
     std::vector<GpuIdentity> present;
-    auto names = root_.list_dir(kDriverGpusPath);
-    if (names) {
-        for (const std::string& name : *names) {
-            std::string rel = std::string(kDriverGpusPath) + "/" + name + "/information";
-            auto text = root_.read_file(rel);
-            if (!text) {
-                continue; // unbound while we looked
-            }
-            auto info = parse_gpu_information(*text, root_.display(rel));
-            if (!info) {
-                log_.diagnostic(info.error());
-                continue;
-            }
-            if (info->excluded) {
-                continue;
-            }
-            auto bdf = GpuSelector::parse(info->bus_location);
-            if (!bdf || bdf->kind() != GpuSelector::Kind::Bdf) {
-                continue;
-            }
-            present.push_back({info->minor, bdf->key(), info->uuid});
+    Diagnostics diagnostics;
+    auto view = read_driver_gpus(root_, diagnostics);
+    if (!view) {
+        log_.error(view.error().text() + "; keeping the GPUs as they are");
+        return;
+    }
+    for (const Diagnostic& diagnostic : diagnostics.items()) {
+        log_.diagnostic(diagnostic);
+    }
+    for (const UnusableGpu& unusable : view->unusable) {
+        if (unusable.severity == Severity::Error) {
+            log_.error("GPU " + unusable.bdf + " not held: " + unusable.reason);
         }
+    }
+    for (const Gpu& gpu : view->gpus) {
+        present.push_back(gpu.identity());
     }
     GpuTable::Actions actions;
     std::vector<std::string> gone;

@@ -27,32 +27,21 @@ std::string node_name(unsigned minor) {
     return format("nvidia%u", minor);
 }
 
-// Whether the driver lists a GPU with this minor in /proc/driver/nvidia/gpus.
+// Whether the driver lists a usable GPU (not excluded) with this minor.
 Status driver_lists_minor(const Sysroot& root, unsigned minor) {
-    auto names = root.list_dir(kDriverGpusPath);
-    if (!names) {
-        return error(format("GPU minor %u: cannot list %s: is the nvidia driver loaded?", minor,
-                            root.display(kDriverGpusPath).c_str()),
-                     ENODEV);
+    Diagnostics ignored;
+    auto view = read_driver_gpus(root, ignored);
+    if (!view) {
+        return view.error();
     }
-    for (const std::string& name : *names) {
-        std::string rel = std::string(kDriverGpusPath) + "/" + name + "/information";
-        auto text = root.read_file(rel);
-        if (!text) {
-            continue;
-        }
-        auto info = parse_gpu_information(*text, root.display(rel));
-        if (info && info->minor == minor) {
-            if (info->excluded) {
-                return error(format("GPU minor %u (%s) is excluded by NVreg_ExcludedGpus", minor,
-                                    info->bus_location.c_str()),
-                             EPERM);
-            }
+    for (const Gpu& gpu : view->gpus) {
+        if (gpu.minor == minor) {
             return {};
         }
     }
-    return error(format("the driver lists no GPU with minor %u in %s", minor,
-                        root.display(kDriverGpusPath).c_str()),
+    return error(format("the driver lists no usable GPU with minor %u in %s (not bound, or "
+                        "excluded by NVreg_ExcludedGpus)",
+                        minor, root.display(kDriverGpusPath).c_str()),
                  ENODEV);
 }
 

@@ -147,3 +147,36 @@ TEST(Machine, PciIsWalkedOnlyWhereNeeded) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// gpu-persist reads only the driver's view: no majors, no PCI walk, and an
+// absent directory (driver not loaded) is no GPU rather than guessed minors.
+TEST(Machine, DriverGpusAloneSkipExcludedAndNeverGuess) {
+    TempDir dir;
+    FakeMachine fake = workstation(3);
+    fake.pci[3].excluded = true; // GPU minor 1 (pci[0] a bridge, pci[2] the audio function)
+    ASSERT_TRUE(write_fixture(fake, dir.path()));
+    auto root = Sysroot::open(dir.path());
+    Diagnostics diagnostics;
+    auto view = read_driver_gpus(*root, diagnostics);
+    ASSERT_TRUE(view) << view.error().message;
+    EXPECT_TRUE(view->minors_from_driver);
+    EXPECT_FALSE(view->nvidia_major);
+    ASSERT_EQ(view->gpus.size(), 2u);
+    EXPECT_EQ(view->gpus[0].minor, 0u);
+    EXPECT_EQ(view->gpus[1].minor, 2u);
+    ASSERT_EQ(view->unusable.size(), 1u) << "the audio function is not the driver's to list";
+    EXPECT_NE(view->unusable[0].reason.find("excluded"), std::string::npos);
+
+    TempDir unloaded;
+    fake.driver_gpus_dir = false;
+    ASSERT_TRUE(write_fixture(fake, unloaded.path()));
+    auto bare = Sysroot::open(unloaded.path());
+    auto none = read_driver_gpus(*bare, diagnostics);
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(none->minors_from_driver);
+    EXPECT_TRUE(none->gpus.empty()) << "no minor is guessed from PCI order";
+}
+
+} // namespace gpuinit

@@ -58,6 +58,13 @@ struct PciNeed {
     std::string bdf; // with One: canonical
 };
 
+// The driver's own view only, /proc/driver/nvidia/gpus: the GPUs it lists
+// (sorted by minor), and as unusable the excluded ones, broken entries, a
+// minor listed twice and GPUs that share a UUID. nvidia_major stays empty;
+// minors_from_driver is false when the directory is absent (the driver is
+// not loaded). Fails when it exists but cannot be listed.
+Result<Machine> read_driver_gpus(const Sysroot& root, Diagnostics& diagnostics);
+
 // Fails (nothing can be done) when /proc/devices is malformed or names an
 // impossible major, when /proc/driver/nvidia/gpus exists but cannot be
 // listed, and when the minors must come from PCI order but PCI cannot be
