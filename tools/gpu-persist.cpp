@@ -102,11 +102,11 @@ int run_client(const CommonOptions& common, const ControlRequest& request) {
 }
 
 int run_rpc(const CommonOptions& common, std::string_view bdf, std::optional<bool> set) {
-    auto root = Sysroot::open(common.root);
     auto device = parse_nv_pci_device(bdf);
     if (!device) {
         return print_failure(common, device.error(), kPersistUsage);
     }
+    auto root = Sysroot::open(common.root);
     if (!root) {
         return print_failure(common, root.error(), kPersistNotRunning);
     }

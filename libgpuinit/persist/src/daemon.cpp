@@ -76,7 +76,6 @@ struct HeldFd {
     uint64_t id = 0;
     bool waiting = false;         // an init waiter thread uses the fd
     bool close_when_done = false; // released while waiting
-    bool polled = false;
 };
 
 struct Connection {
@@ -106,10 +105,19 @@ PeerCredentials peer_of(int fd) {
         peer.gid = static_cast<gid_t>(-1);
     }
 #ifdef SO_PEERGROUPS
-    gid_t groups[256];
-    socklen_t length = sizeof(groups);
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &length) == 0) {
-        peer.groups.assign(groups, groups + length / sizeof(gid_t));
+    // ERANGE says how much room the peer's groups need: ask again with it.
+    std::vector<gid_t> groups(64);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+        if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) == 0) {
+            groups.resize(length / sizeof(gid_t));
+            peer.groups = std::move(groups);
+            break;
+        }
+        if (errno != ERANGE || length <= groups.size() * sizeof(gid_t)) {
+            break;
+        }
+        groups.resize(length / sizeof(gid_t));
     }
 #endif
     return peer;
@@ -670,7 +678,10 @@ void Daemon::on_completions() {
         epoll_event event{};
         event.events = 0;
         event.data.u64 = kTagGpu | held.minor;
-        held.polled = ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, held.fd.get(), &event) == 0;
+        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, held.fd.get(), &event) != 0) {
+            log_.debug(format("GPU %u: its fd cannot be polled (%s): a lost GPU goes unnoticed",
+                              held.minor, std::strerror(errno)));
+        }
         log_.info(format("GPU %u (%s) held", held.minor, bdf.c_str()));
         run_actions(table_.open_succeeded(bdf));
     }

@@ -53,7 +53,9 @@ Status Notifier::send(std::string_view state) const {
     return {};
 }
 
-Log::Log(bool use_syslog, int verbosity) : syslog_(use_syslog), verbosity_(verbosity) {
+Log::Log(bool use_syslog, int verbosity)
+    : syslog_(use_syslog), journal_(std::getenv("JOURNAL_STREAM") != nullptr),
+      verbosity_(verbosity) {
     if (syslog_) {
         ::openlog("gpu-persist", LOG_PID | LOG_NDELAY, LOG_DAEMON);
     }
@@ -80,8 +82,7 @@ void Log::write(LogLevel level, std::string_view message) const {
                          : level == LogLevel::Warning ? "<4>"
                          : level == LogLevel::Info    ? "<6>"
                                                       : "<7>";
-    std::fprintf(stderr, "%sgpu-persist: %s\n", std::getenv("JOURNAL_STREAM") ? prefix : "",
-                 line.c_str());
+    std::fprintf(stderr, "%sgpu-persist: %s\n", journal_ ? prefix : "", line.c_str());
 }
 
 void Log::diagnostic(const Diagnostic& diagnostic) const {

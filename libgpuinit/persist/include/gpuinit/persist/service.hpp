@@ -44,6 +44,7 @@ class Log {
 
   private:
     bool syslog_;
+    bool journal_; // stderr goes to the journal: prefix lines with their level
     bool also_stderr_ = false;
     int verbosity_;
 };
