@@ -32,7 +32,13 @@
 #                       $initrd and may add to the qemu_args array (a
 #                       -drive); the default packs TREE as the initramfs
 # and may use $here, $cache, $release, $depmod, $scenario, $tools, $work
-# and $guest_runner. The harness then adds to TREE: /scenario.sh,
+# and $guest_runner.
+#
+# A scenario that needs its image prepared before the boot (units enabled,
+# module options, an init script linked) has setup/SCENARIO.sh: bash,
+# sourced here after flavour_tree with $tree set, the same variables and
+# lib.sh's helpers; chroot "$tree" runs the image's own tools (the Debian
+# flavours). The harness then adds to TREE: /scenario.sh,
 # /scenario-common.sh, $guest_runner and the list of tool names the runner
 # checks (/usr/local/lib/gpuinit-vm/tools).
 set -euo pipefail
@@ -108,6 +114,10 @@ guest_runner=/usr/local/lib/gpuinit-vm/run-scenario
 initrd=""
 qemu_args=()
 flavour_tree "$tree"
+if [[ -f $here/setup/$scenario.sh ]]; then
+  # shellcheck source=/dev/null
+  . "$here/setup/$scenario.sh"
+fi
 mkdir -p "$tree/usr/local/lib/gpuinit-vm"
 cp "$here/guest/run-scenario" "$tree$guest_runner"
 for tool in "${tools[@]}"; do basename "$tool"; done >"$tree/usr/local/lib/gpuinit-vm/tools"
