@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "\n"
     "  -r, --root DIR       work on the machine tree under DIR (default /)\n"
     "  -n, --dry-run        print the plan, change nothing\n"
+    "      --check          as --dry-run, and exit 4 if anything would change\n"
     "  -d, --device GPU     only this GPU (minor, PCI address or UUID), for udev\n"
     "  -c, --control        only the control nodes (nvidiactl, nvidia-uvm, ...)\n"
     "      --remove         with --device: delete the nodes of a GPU that went away\n"
@@ -30,7 +31,8 @@ constexpr const char* kUsage =
     "  -V, --version        show the version\n"
     "\n"
     "Exit status: 0 all done; 1 usage error; 2 partial (some GPU could not be\n"
-    "set up); 3 nothing could be done (driver not loaded, bad policy file).\n";
+    "set up); 3 nothing could be done (driver not loaded, bad policy file);\n"
+    "4 --check: some node differs from the policy.\n";
 
 int exit_code_of(MknodStatus status) {
     switch (status) {
@@ -44,14 +46,24 @@ int exit_code_of(MknodStatus status) {
     return kMknodNothingDone;
 }
 
+// --check: a clean run whose plan still has work in it is a difference.
+bool would_change(const MknodOutcome& outcome) {
+    const ReconcileResult& result = outcome.result;
+    return result.count(Change::Kind::Create) + result.count(Change::Kind::Repair) +
+               result.count(Change::Kind::Replace) + result.count(Change::Kind::Remove) >
+           0;
+}
+
 int run(int argc, char** argv) {
-    enum { kOptRemove = 256 };
+    enum { kOptRemove = 256, kOptCheck };
     Cli cli("gpu-mknod", kUsage, kMknodUsage);
     cli.add_options("nd:c", {{"dry-run", no_argument, nullptr, 'n'},
                              {"device", required_argument, nullptr, 'd'},
                              {"control", no_argument, nullptr, 'c'},
-                             {"remove", no_argument, nullptr, kOptRemove}});
+                             {"remove", no_argument, nullptr, kOptRemove},
+                             {"check", no_argument, nullptr, kOptCheck}});
     MknodOptions options;
+    bool check = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
         switch (opt) {
         case 'n':
@@ -78,6 +90,10 @@ int run(int argc, char** argv) {
         case kOptRemove:
             options.remove = true;
             break;
+        case kOptCheck:
+            check = true;
+            options.dry_run = true;
+            break;
         default:
             return cli.usage_error("unknown option");
         }
@@ -103,6 +119,9 @@ int run(int argc, char** argv) {
         outcome.diagnostics.add(root.error());
     }
     context.exit_code = exit_code_of(outcome.status);
+    if (check && context.exit_code == kMknodOk && would_change(outcome)) {
+        context.exit_code = kMknodCheckDiffers;
+    }
     if (cli.common.json) {
         std::string json = render_mknod_json(outcome, context) + "\n";
         std::fwrite(json.data(), 1, json.size(), stdout);

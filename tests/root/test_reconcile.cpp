@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <fcntl.h>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
@@ -129,6 +131,36 @@ TEST(RootReconcile, RepairsModeAndGroupInPlace) {
     expect_node(node, 195, 1, machine.gid_of("nvidia1"), 0660);
     // In place: a container that bind-mounted the node sees the fix.
     EXPECT_EQ(lstat_or_die(node).st_ino, inode);
+}
+
+// --check is what `service gpu-restriction status` asks: 0 when /dev is as
+// the policy says, 4 when a run would change something, and it changes
+// nothing itself.
+TEST(RootReconcile, CheckExitsFourOnADifferenceAndChangesNothing) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check"}, &output), 4) << output;
+    EXPECT_NE(output.find("would create"), std::string::npos) << output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "dev/nvidia0"));
+
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check", "-q"}, &output), 0)
+        << output;
+
+    std::string node = dir / "dev/nvidia1";
+    ASSERT_EQ(::chmod(node.c_str(), 0666), 0);
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check"}, &output), 4) << output;
+    EXPECT_NE(output.find("would repair"), std::string::npos) << output;
+    EXPECT_EQ(lstat_or_die(node).st_mode & 07777, 0666u);
+
+    // A broken policy is exit 3 as ever, not a mere difference.
+    std::ofstream(dir / "etc/gpu-restriction.conf") << "gpu=0 bogus\n";
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check", "-q"}), 3);
 }
 
 TEST(RootReconcile, ReplacesWrongRdevAndWrongType) {

@@ -11,6 +11,7 @@ enum MknodExit : int {
     kMknodUsage = 1,
     kMknodPartial = 2,     // some GPU or node could not be set up
     kMknodNothingDone = 3, // driver not loaded, broken /proc, bad policy, lock not taken
+    kMknodCheckDiffers = 4, // --check: some node or link differs from the policy
 };
 
 // gpu-modload(8)
