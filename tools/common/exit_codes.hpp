@@ -9,8 +9,8 @@ namespace gpuinit::tools {
 enum MknodExit : int {
     kMknodOk = 0,
     kMknodUsage = 1,
-    kMknodPartial = 2,     // some GPU or node could not be set up
-    kMknodNothingDone = 3, // driver not loaded, broken /proc, bad policy, lock not taken
+    kMknodPartial = 2,      // some GPU or node could not be set up
+    kMknodNothingDone = 3,  // driver not loaded, broken /proc, bad policy, lock not taken
     kMknodCheckDiffers = 4, // --check: some node or link differs from the policy
 };
 
