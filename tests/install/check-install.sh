@@ -33,6 +33,7 @@ expected=(
   "f 644 /usr/share/man/man8/gpu-mknod.8"
   "f 644 /usr/share/man/man8/gpu-modload.8"
   "f 644 /usr/share/man/man8/gpu-persist.8"
+  "f 644 /usr/share/man/man8/gpu-restriction.8"
   "f 644 /usr/share/man/man8/gpuinit.8"
 )
 for tool in "${tools[@]}"; do
