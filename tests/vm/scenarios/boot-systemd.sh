@@ -96,6 +96,23 @@ systemctl restart gpu-restriction.service
 [ "$(node /dev/nvidia3)" = "root:nvidia3 660 c3:3" ] || fail "/dev/nvidia3 not repaired"
 systemctl is-active -q gpu-persist.service || fail "gpu-persist stopped with gpu-restriction"
 
+# The module rule: nvidia_uvm loaded by plain modprobe (not gpu-modload)
+# gets its nodes from udev, on its new dynamic major.
+rm /dev/nvidia-uvm /dev/nvidia-uvm-tools
+rmmod nvidia_uvm
+modprobe nvidia_uvm
+udevadm settle --timeout=60
+major=$(awk '$2 == "nvidia-uvm" { print $1 }' /proc/devices)
+[ "$(stat -c '%U:%G %a %t' /dev/nvidia-uvm)" = "root:root 666 $(printf %x "$major")" ] ||
+  fail "/dev/nvidia-uvm after modprobe: $(stat -c '%U:%G %a %t' /dev/nvidia-uvm || true)"
+[ -c /dev/nvidia-uvm-tools ] || fail "no /dev/nvidia-uvm-tools after modprobe"
+
+# Every event the rule ran gpu-mknod for (module adds, seen twice: loaded
+# before udevd, then replayed at coldplug; binds, unbinds, removals) ran
+# cleanly.
+journalctl -b -u systemd-udevd -o cat --no-pager | tee /tmp/udevd
+if grep -i "gpu-mknod.*failed\|failed.*gpu-mknod" /tmp/udevd; then fail "a gpu-mknod run by udev failed"; fi
+
 start=$(now)
 systemctl stop gpu-persist.service
 echo "BENCH stop-4-gpus cs=$(($(now) - start))"
