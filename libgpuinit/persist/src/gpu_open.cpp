@@ -150,6 +150,18 @@ namespace {
     ::close_range(3, keep_low - 1, 0);
     ::close_range(keep_low + 1, keep_high - 1, 0);
     ::close_range(keep_high + 1, ~0U, 0);
+    // It writes nothing, and must not keep the starter's stdout and stderr
+    // open: `$(gpu-persist --daemon)` and startpar wait for their EOF, and
+    // the daemon itself lets go of them once started.
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (null >= 0 && fd != null && fd != socket && fd != root.fd()) {
+            ::dup2(null, fd);
+        }
+    }
+    if (null > 2 && null != socket && null != root.fd()) {
+        ::close(null);
+    }
     // uid 0 owns root:nvidiaN 0660 nodes; CAP_DAC_OVERRIDE covers a policy
     // that gives a node another owner.
     if (!keep_only_capabilities({CAP_DAC_OVERRIDE})) {
