@@ -19,7 +19,7 @@ gpu-mknod -q
 [ -e /run/udev/control ] || fail "udevd is not running"
 
 start=$(now)
-systemd-run --unit=gpu-persist -p Type=notify -p KillMode=mixed \
+systemd-run --unit=gpu-persist-vmtest -p Type=notify -p KillMode=mixed \
   /usr/sbin/gpu-persist --user gpupersist
 took=$(($(now) - start))
 echo "BENCH start-to-ready-16-gpus cs=$took serial-cs=800"
@@ -29,7 +29,7 @@ for minor in $(seq 0 15); do
 done
 [ "$took" -ge 50 ] || fail "READY=1 after ${took} cs: before the 500 ms inits could finish"
 [ "$took" -lt 400 ] || fail "16 inits took ${took} cs: not in parallel"
-systemctl show -p StatusText gpu-persist | tee /tmp/status
+systemctl show -p StatusText gpu-persist-vmtest | tee /tmp/status
 grep -q "StatusText=holding 16 of 16 GPU(s)" /tmp/status || fail "STATUS= not shown"
 gpu-persist status | grep -q "hotplug udev" || fail "not listening to udev"
 
@@ -44,11 +44,11 @@ wait_for '[ "$(state_of 5)" = held ]' 100
 [ "$(counter 5 5)" = 1 ] || fail "GPU 5 not held after the rescan"
 
 start=$(now)
-systemctl stop gpu-persist
+systemctl stop gpu-persist-vmtest
 echo "BENCH stop-16-gpus cs=$(($(now) - start))"
 for minor in $(seq 0 15); do
   [ "$(counter $minor 5)" = 0 ] || fail "GPU $minor still held after systemctl stop"
 done
-journalctl -u gpu-persist --no-pager | tail -40 | tee /tmp/journal
+journalctl -u gpu-persist-vmtest --no-pager | tail -40 | tee /tmp/journal
 grep -q "holding 16 of 16 GPU(s)" /tmp/journal || fail "no daemon lines in the journal"
 if grep -q "helper exited" /tmp/journal; then fail "the helper died before the daemon"; fi
