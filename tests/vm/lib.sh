@@ -88,6 +88,29 @@ nvidia3:x:1003:
 GROUP
 }
 
+# The Debian flavours' shared steps.
+# debian_needs: the host can build and install into a debootstrapped image.
+debian_needs() {
+  # debootstrap needs root, and so does copying the image's root-only files.
+  [[ $(id -u) -eq 0 ]] || skip "the Debian image needs root (debootstrap)" "run as root"
+  command -v debootstrap >/dev/null || skip "debootstrap is missing"
+  # ctest sets it; a run by hand must name the build to install.
+  [[ -n ${GPUINIT_BUILD_DIR:-} ]] || die "set GPUINIT_BUILD_DIR to the build tree to cmake --install"
+}
+
+# debian_tree IMAGE TREE: TREE is a copy of the cached IMAGE with gpuinit
+# installed by cmake --install --prefix /usr, the tools under test over the
+# installed ones, the stand-in modules and the test accounts.
+debian_tree() {
+  local image=$1 tree=$2
+  cp -a "$image" "$tree"
+  rm -f "$tree/.complete"
+  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
+  copy_tools "$tree" "${tools[@]}"
+  add_modules "$tree"
+  add_accounts "$tree"
+}
+
 # pack_initramfs TREE OUT: TREE as a gzip'd newc cpio, every file root's.
 pack_initramfs() {
   (cd "$1" && find . -print0 | cpio --quiet --null -o -H newc -R 0:0 | gzip -1) >"$2"

@@ -12,11 +12,7 @@
 flavour_memory=1024
 
 flavour_needs() {
-  # debootstrap needs root, and so does copying the image's root-only files.
-  [[ $(id -u) -eq 0 ]] || skip "the Debian image needs root (debootstrap)" "run as root"
-  command -v debootstrap >/dev/null || skip "debootstrap is missing"
-  # ctest sets it; a run by hand must name the build to install.
-  [[ -n ${GPUINIT_BUILD_DIR:-} ]] || die "set GPUINIT_BUILD_DIR to the build tree to cmake --install"
+  debian_needs
 }
 
 # The image is cached in $cache/debian (CI caches that path; keep the name).
@@ -26,12 +22,7 @@ flavour_base() {
 
 flavour_tree() {
   local tree=$1
-  cp -a "$cache/debian" "$tree"
-  rm -f "$tree/.complete"
-  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
-  copy_tools "$tree" "${tools[@]}"
-  add_modules "$tree"
-  add_accounts "$tree"
+  debian_tree "$cache/debian" "$tree"
   ln -sf lib/systemd/systemd "$tree/init"
   cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<UNIT
 [Unit]

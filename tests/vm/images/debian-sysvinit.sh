@@ -12,11 +12,7 @@
 flavour_memory=1024
 
 flavour_needs() {
-  # debootstrap needs root, and so does copying the image's root-only files.
-  [[ $(id -u) -eq 0 ]] || skip "the Debian image needs root (debootstrap)" "run as root"
-  command -v debootstrap >/dev/null || skip "debootstrap is missing"
-  # ctest sets it; a run by hand must name the build to install.
-  [[ -n ${GPUINIT_BUILD_DIR:-} ]] || die "set GPUINIT_BUILD_DIR to the build tree to cmake --install"
+  debian_needs
 }
 
 # Its own directory: $cache/debian is debian-systemd's (and CI caches it), and
@@ -27,12 +23,7 @@ flavour_base() {
 
 flavour_tree() {
   local tree=$1
-  cp -a "$cache/debian-sysvinit" "$tree"
-  rm -f "$tree/.complete"
-  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
-  copy_tools "$tree" "${tools[@]}"
-  add_modules "$tree"
-  add_accounts "$tree"
+  debian_tree "$cache/debian-sysvinit" "$tree"
   ln -sf sbin/init "$tree/init"
   # $all: insserv orders it after every other script of the runlevel, and
   # rc's startpar runs scripts of one level in parallel, so only that lets

@@ -18,15 +18,11 @@ flavour_memory=512
 flavour_append="root=UUID=00000000-0000-0000-0000-000000000000 rootdelay=5"
 
 flavour_needs() {
-  # debootstrap needs root, and so does copying the image's root-only files.
-  [[ $(id -u) -eq 0 ]] || skip "the Debian image needs root (debootstrap)" "run as root"
-  command -v debootstrap >/dev/null || skip "debootstrap is missing"
+  debian_needs
   # mkinitramfs refuses to compress for a kernel whose config it cannot
   # read; the headers carry the very kernel's .config.
   [[ -f /lib/modules/$release/build/.config ]] ||
     skip "/lib/modules/$release/build/.config (linux-headers-$release) is missing"
-  # ctest sets it; a run by hand must name the build to install.
-  [[ -n ${GPUINIT_BUILD_DIR:-} ]] || die "set GPUINIT_BUILD_DIR to the build tree to cmake --install"
 }
 
 # No init system: the image only runs mkinitramfs. Its own directory, as
@@ -37,12 +33,7 @@ flavour_base() {
 
 flavour_tree() {
   local tree=$1
-  cp -a "$cache/debian-initramfs" "$tree"
-  rm -f "$tree/.complete"
-  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
-  copy_tools "$tree" "${tools[@]}"
-  add_modules "$tree"
-  add_accounts "$tree"
+  debian_tree "$cache/debian-initramfs" "$tree"
   mkdir -p "$tree/boot"
   cp "/lib/modules/$release/build/.config" "$tree/boot/config-$release"
   # The harness's files only. The accounts, the policy, the modprobe.d files
