@@ -3,7 +3,7 @@
 # slurmd finds every /dev/nvidiaN with its per-GPU group and gpu-persist
 # holding the GPUs. service's status, stop (gpu-persist releases the GPUs,
 # the nodes stay) and a second start (nothing to redo, the GPUs held again)
-# give the LSB answers.
+# give the LSB answers, and a killed gpu-persist is "dead, pidfile remains".
 #
 # vm-flavour: debian-sysvinit
 . /scenario-common.sh
@@ -76,4 +76,13 @@ status 3
 service gpu-restriction start
 nodes | cmp /tmp/nodes.boot - || fail "a second start changed the nodes"
 held_as 2 1 || fail "the second start did not hold every GPU again"
+status 0
+
+# Killed: status says dead with a pidfile (1); start holds the GPUs again.
+pid=$(cat /run/gpu-persist/gpu-persist.pid)
+kill -9 "$pid"
+wait_for "[ ! -d /proc/$pid ]" 50
+[ -e /run/gpu-persist/gpu-persist.pid ] || fail "the pidfile went with kill -9"
+status 1
+service gpu-restriction start
 status 0
