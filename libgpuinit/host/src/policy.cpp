@@ -84,9 +84,32 @@ std::string apply_owner(std::string_view value, Policy::Entry& entry) {
     return {};
 }
 
+// GPU-instance and compute-instance ids: the driver has gi0..14, ci0..7.
+constexpr unsigned kMaxMigGi = 14;
+constexpr unsigned kMaxMigCi = 7;
+
+std::string apply_gi(std::string_view value, Policy::Entry& entry) {
+    auto gi = parse_decimal(value, kMaxMigGi);
+    if (!gi || (value.size() > 1 && value.front() == '0')) {
+        return "gi=" + shorten(value) + " is not a GPU-instance id 0-14";
+    }
+    entry.gi = static_cast<unsigned>(*gi);
+    return {};
+}
+
+std::string apply_ci(std::string_view value, Policy::Entry& entry) {
+    auto ci = parse_decimal(value, kMaxMigCi);
+    if (!ci || (value.size() > 1 && value.front() == '0')) {
+        return "ci=" + shorten(value) + " is not a compute-instance id 0-7";
+    }
+    entry.ci = static_cast<unsigned>(*ci);
+    return {};
+}
+
 constexpr KeyHandler kKeys[] = {
     {"gpu", true, apply_gpu},    {"control", true, apply_control}, {"group", false, apply_group},
-    {"mode", false, apply_mode}, {"owner", false, apply_owner},
+    {"mode", false, apply_mode}, {"owner", false, apply_owner},    {"gi", false, apply_gi},
+    {"ci", false, apply_ci},
 };
 
 constexpr size_t key_index(std::string_view key) {
@@ -100,6 +123,10 @@ constexpr size_t key_index(std::string_view key) {
 
 bool is_gpu_rule(const Policy::Entry& entry) {
     return entry.subject == Policy::Subject::Gpu || entry.subject == Policy::Subject::AnyGpu;
+}
+
+bool is_mig_rule(const Policy::Entry& entry) {
+    return entry.gi.has_value();
 }
 
 // How specifically `entry` names `gpu`: 0 not at all, 1 gpu=*, 2 minor,
@@ -124,6 +151,9 @@ int specificity(const Policy::Entry& entry, const GpuIdentity& gpu) {
 
 bool same_subject(const Policy::Entry& a, const Policy::Entry& b) {
     if (a.subject != b.subject) {
+        return false;
+    }
+    if (a.gi != b.gi || a.ci != b.ci) {
         return false;
     }
     if (a.subject == Policy::Subject::Gpu) {
@@ -178,7 +208,7 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
             }
             if (handler == nullptr) {
                 return fail("unknown key " + quote(key) +
-                            " (expected gpu=, control=, group=, mode=, owner=)");
+                            " (expected gpu=, control=, group=, mode=, owner=, gi=, ci=)");
             }
             bool& seen_key = seen[handler - kKeys];
             if (handler->names_subject && have_subject) {
@@ -203,8 +233,16 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
         if (!is_gpu_rule(entry) && entry.rule.group.find(kMinorPlaceholder) != std::string::npos) {
             return fail("{minor} is only meaningful in gpu= rules");
         }
+        if (entry.ci && !entry.gi) {
+            return fail("ci= needs the gi= of its GPU instance");
+        }
+        if (entry.gi && !is_gpu_rule(entry)) {
+            return fail("gi= and ci= belong to gpu= rules (a MIG instance of that GPU)");
+        }
         if (!seen[key_index("mode")]) {
-            entry.rule.mode = is_gpu_rule(entry) ? kDefaultGpuMode : kDefaultControlMode;
+            entry.rule.mode = is_mig_rule(entry)   ? kDefaultMigMode
+                              : is_gpu_rule(entry) ? kDefaultGpuMode
+                                                   : kDefaultControlMode;
         }
         for (const Entry& earlier : policy.entries_) {
             if (same_subject(earlier, entry)) {
@@ -235,7 +273,7 @@ AccessRule Policy::rule_for_gpu(const GpuIdentity& gpu) const {
     const Entry* best = nullptr;
     int best_rank = 0;
     for (const Entry& entry : entries_) {
-        int rank = specificity(entry, gpu);
+        int rank = is_mig_rule(entry) ? 0 : specificity(entry, gpu);
         if (rank > best_rank) {
             best = &entry;
             best_rank = rank;
@@ -249,6 +287,28 @@ AccessRule Policy::rule_for_gpu(const GpuIdentity& gpu) const {
         return rule;
     }
     rule = best->rule;
+    rule.group = expand_group(rule.group, gpu.minor);
+    return rule;
+}
+
+std::optional<AccessRule> Policy::rule_for_mig(const GpuIdentity& gpu, unsigned gi,
+                                               std::optional<unsigned> ci) const {
+    const Entry* best = nullptr;
+    int best_rank = 0;
+    for (const Entry& entry : entries_) {
+        if (entry.gi != gi || (entry.ci && entry.ci != ci)) {
+            continue;
+        }
+        int rank = specificity(entry, gpu) * 2 + (entry.ci ? 1 : 0);
+        if (specificity(entry, gpu) > 0 && rank > best_rank) {
+            best = &entry;
+            best_rank = rank;
+        }
+    }
+    if (best == nullptr) {
+        return std::nullopt;
+    }
+    AccessRule rule = best->rule;
     rule.group = expand_group(rule.group, gpu.minor);
     return rule;
 }

@@ -81,3 +81,52 @@ TEST(Policy, UnknownGpuIsReported) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// MIG rules: gpu= plus gi= (and ci=) name a GPU instance's cap nodes, never
+// /dev/nvidiaN; the most specific GPU wins, then ci= over gi-only.
+TEST(Policy, MigRulesNameInstancesNotGpus) {
+    auto policy = Policy::parse("gpu=1 gi=7 group=vision\n"
+                                "gpu=1 gi=7 ci=1 group=nlp mode=0400\n"
+                                "gpu=* gi=8 group=mig{minor}\n"
+                                "gpu=0000:27:00.0 gi=8 group=bypci\n",
+                                "/etc/gpu-restriction.conf");
+    ASSERT_TRUE(policy) << policy.error().text();
+    GpuIdentity gpu1{1, "0000:27:00.0", ""};
+    EXPECT_EQ(policy->rule_for_gpu(gpu1).group, "nvidia1"); // MIG rules leave /dev/nvidia1 alone
+    auto gi = policy->rule_for_mig(gpu1, 7, std::nullopt);
+    ASSERT_TRUE(gi);
+    EXPECT_EQ(gi->group, "vision");
+    EXPECT_EQ(gi->mode, 0440u); // a MIG rule's default: caps are opened read-only
+    EXPECT_EQ(policy->rule_for_mig(gpu1, 7, 0)->group, "vision");
+    EXPECT_EQ(policy->rule_for_mig(gpu1, 7, 1)->group, "nlp");
+    EXPECT_EQ(policy->rule_for_mig(gpu1, 7, 1)->mode, 0400u);
+    EXPECT_EQ(policy->rule_for_mig(gpu1, 8, 0)->group, "bypci");
+    EXPECT_EQ(policy->rule_for_mig({2, "0000:37:00.0", ""}, 8, 0)->group, "mig2");
+    EXPECT_FALSE(policy->rule_for_mig(gpu1, 9, 0)); // the driver's mode then
+}
+
+TEST(Policy, BadMigRulesNameTheLine) {
+    struct Case {
+        const char* text;
+        const char* expected;
+    } cases[] = {
+        {"gpu=1 ci=0 group=x\n", ":1: ci= needs the gi= of its GPU instance"},
+        {"control=nvidiactl gi=1 group=x\n", ":1: gi= and ci= belong to gpu= rules"},
+        {"gpu=1 gi=15 group=x\n", ":1: gi=15 is not a GPU-instance id 0-14"},
+        {"gpu=1 gi=1 ci=8 group=x\n", ":1: ci=8 is not a compute-instance id 0-7"},
+        {"gpu=1 gi=07 group=x\n", "is not a GPU-instance id"},
+        {"gpu=1 gi=7 group=x\ngpu=1 gi=7 group=y\n", ":2: same selector as line 1"},
+    };
+    for (const Case& c : cases) {
+        auto policy = Policy::parse(c.text, "/etc/gpu-restriction.conf");
+        ASSERT_FALSE(policy) << c.text;
+        EXPECT_NE(policy.error().text().find(c.expected), std::string::npos)
+            << policy.error().text();
+    }
+    // gpu=1 and gpu=1 gi=7 are different subjects.
+    EXPECT_TRUE(Policy::parse("gpu=1 group=a\ngpu=1 gi=7 group=b\n", "p"));
+}
+
+} // namespace gpuinit

@@ -17,6 +17,8 @@ namespace gpuinit {
 inline constexpr std::string_view kPolicyPath = "etc/gpu-restriction.conf";
 inline constexpr unsigned kDefaultGpuMode = 0660;
 inline constexpr unsigned kDefaultControlMode = 0666;
+// A MIG rule's default: cap nodes are opened read-only.
+inline constexpr unsigned kDefaultMigMode = 0440;
 inline constexpr size_t kMaxPolicyBytes = 1u << 20;
 
 // The control nodes that can carry a rule of their own.
@@ -38,6 +40,11 @@ class Policy {
         Subject subject = Subject::AnyGpu;
         std::optional<GpuSelector> gpu; // with Subject::Gpu
         std::string control;            // with Subject::Control
+        // A MIG rule (gpu=... gi=G [ci=C]): the cap nodes of that GPU
+        // instance (and of all its compute instances, unless ci= names one),
+        // not /dev/nvidiaN.
+        std::optional<unsigned> gi;
+        std::optional<unsigned> ci;
         AccessRule rule;
         size_t line = 0;
     };
@@ -54,6 +61,11 @@ class Policy {
     // Most specific rule first: UUID, PCI address, minor, gpu=*, default.
     AccessRule rule_for_gpu(const GpuIdentity& gpu) const;
     AccessRule rule_for_control(std::string_view node) const;
+    // The most specific MIG rule for the cap of GPU instance `gi` (with
+    // `ci`: of that compute instance): GPU specificity first, then a ci=
+    // rule over a gi-only one. None: the node keeps the driver's mode.
+    std::optional<AccessRule> rule_for_mig(const GpuIdentity& gpu, unsigned gi,
+                                           std::optional<unsigned> ci) const;
     // A warning for every rule that names a GPU not among `present` (a
     // typo, or a GPU that went away).
     void report_unmatched(const std::vector<GpuIdentity>& present, Diagnostics& diagnostics) const;
