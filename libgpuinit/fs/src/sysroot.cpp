@@ -139,6 +139,26 @@ Result<UniqueFd> Sysroot::open_regular(std::string_view rel, struct stat& st) co
     return fd;
 }
 
+Result<UniqueFd> Sysroot::open_file_for_write(std::string_view rel) const {
+    auto path = resolve(rel, O_PATH);
+    if (!path) {
+        return path;
+    }
+    struct stat st {};
+    if (::fstat(path->get(), &st) != 0) {
+        return errno_error("cannot stat " + display(rel));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return not_regular(st, display(rel));
+    }
+    std::string reopen = "/proc/self/fd/" + std::to_string(path->get());
+    UniqueFd fd(::open(reopen.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    if (!fd.valid()) {
+        return errno_error("cannot open " + display(rel) + " for writing");
+    }
+    return fd;
+}
+
 Result<UniqueFd> Sysroot::open_file(std::string_view rel) const {
     struct stat st {};
     return open_regular(rel, st);

@@ -48,6 +48,11 @@ class Sysroot {
     // is a regular file: a FIFO or a device at an input path must not hang
     // or be read (procfs and sysfs attributes are regular files).
     Result<UniqueFd> open_file(std::string_view rel) const;
+    // Opens an existing regular file below the root for writing (a procfs
+    // setting), resolved like open_file(). The type is checked on an O_PATH
+    // descriptor first: whatever sits at the path is never opened for
+    // writing unless it is a regular file.
+    Result<UniqueFd> open_file_for_write(std::string_view rel) const;
     // The whole file; more than `max_bytes` is an error that names the file.
     Result<std::string> read_file(std::string_view rel, size_t max_bytes = kSmallFileLimit) const;
     // Calls `line` for every line (without its '\n'), numbered from 1,
