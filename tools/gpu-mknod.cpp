@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "      --check          as --dry-run, and exit 4 if anything would change\n"
     "  -d, --device GPU     only this GPU (minor, PCI address or UUID), for udev\n"
     "  -c, --control        only the control nodes (nvidiactl, nvidia-uvm, ...)\n"
+    "      --mig            only the MIG capability nodes (/dev/nvidia-caps)\n"
     "      --remove         with --device: delete the nodes of a GPU that went away\n"
     "  -j, --json           print the result as JSON\n"
     "  -v, --verbose        also list entries that are already correct\n"
@@ -55,13 +56,14 @@ bool would_change(const MknodOutcome& outcome) {
 }
 
 int run(int argc, char** argv) {
-    enum { kOptRemove = 256, kOptCheck };
+    enum { kOptRemove = 256, kOptCheck, kOptMig };
     Cli cli("gpu-mknod", kUsage, kMknodUsage);
     cli.add_options("nd:c", {{"dry-run", no_argument, nullptr, 'n'},
                              {"device", required_argument, nullptr, 'd'},
                              {"control", no_argument, nullptr, 'c'},
                              {"remove", no_argument, nullptr, kOptRemove},
-                             {"check", no_argument, nullptr, kOptCheck}});
+                             {"check", no_argument, nullptr, kOptCheck},
+                             {"mig", no_argument, nullptr, kOptMig}});
     MknodOptions options;
     bool check = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
@@ -71,7 +73,7 @@ int run(int argc, char** argv) {
             break;
         case 'd': {
             if (options.request.scope != PlanRequest::Scope::All) {
-                return cli.usage_error("give one --device, or --control");
+                return cli.usage_error("give one of --device, --control and --mig");
             }
             auto selector = GpuSelector::parse(optarg);
             if (!selector) {
@@ -83,12 +85,18 @@ int run(int argc, char** argv) {
         }
         case 'c':
             if (options.request.scope != PlanRequest::Scope::All) {
-                return cli.usage_error("--control and --device exclude each other");
+                return cli.usage_error("give one of --device, --control and --mig");
             }
             options.request.scope = PlanRequest::Scope::Control;
             break;
         case kOptRemove:
             options.remove = true;
+            break;
+        case kOptMig:
+            if (options.request.scope != PlanRequest::Scope::All) {
+                return cli.usage_error("give one of --device, --control and --mig");
+            }
+            options.request.scope = PlanRequest::Scope::Mig;
             break;
         case kOptCheck:
             check = true;

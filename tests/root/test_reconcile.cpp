@@ -521,3 +521,51 @@ TEST(RootReconcile, ToolExitCodesAndDryRunChangeNothing) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// Real cap nodes: made with their modes, DeviceFileModify switched off,
+// a second run has nothing to do, and a destroyed instance's node and link
+// are removed while a foreign file of that name pattern is left alone.
+TEST(RootReconcile, MigCapNodesAreMadeAndPrunedAfterAnInstanceGoes) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = testing::a100_mig_box();
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    MknodOutcome first = apply(dir.path());
+    ASSERT_EQ(first.status, MknodStatus::Done) << outcome_text(first, 1);
+    unsigned ci = testing::oracle_ci_minor(1, 7, 0);
+    expect_node(dir / ("dev/" + cap_node_name(ci)), 235, ci, 0, 0444);
+    expect_node(dir / "dev/nvidia-caps/nvidia-cap1", 235, 1, 0, 0400);
+    EXPECT_EQ(link_target(dir / ("dev/char/235:" + std::to_string(ci))),
+              "../nvidia-caps/nvidia-cap" + std::to_string(ci));
+    EXPECT_EQ(lstat_or_die(dir / "dev/nvidia-caps").st_mode & 07777, 0755u);
+    // The driver got "DeviceFileModify: 0" (a fixture file shows the write).
+    std::string access = dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access";
+    std::ifstream written(access);
+    std::string line;
+    std::getline(written, line);
+    EXPECT_EQ(line, "DeviceFileModify: 0");
+
+    // The driver now says 0 everywhere: nothing left to do.
+    machine.cap_modify = false;
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    MknodOutcome second = apply(dir.path());
+    EXPECT_EQ(second.result.count(Change::Kind::Unchanged), second.result.changes.size())
+        << outcome_text(second, 1);
+
+    // GPU 1's GI 7 destroyed: its two nodes and links go; a regular file
+    // named like a cap node is not ours.
+    std::filesystem::remove_all(dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7");
+    std::ofstream(dir / "dev/nvidia-caps/nvidia-cap9999") << "not a node\n";
+    MknodOutcome third = apply(dir.path());
+    EXPECT_EQ(third.status, MknodStatus::Done) << outcome_text(third, 1);
+    EXPECT_EQ(count_entries(third, Change::Kind::Remove), 4u) << outcome_text(third, 1);
+    EXPECT_FALSE(std::filesystem::exists(dir / ("dev/" + cap_node_name(ci))));
+    EXPECT_FALSE(std::filesystem::is_symlink(dir / ("dev/char/235:" + std::to_string(ci))));
+    EXPECT_TRUE(std::filesystem::exists(dir / "dev/nvidia-caps/nvidia-cap9999"));
+    EXPECT_TRUE(
+        std::filesystem::exists(dir / ("dev/" + cap_node_name(testing::oracle_ci_minor(1, 8, 0)))));
+}
+
+} // namespace gpuinit

@@ -15,6 +15,14 @@ std::string dev_path(const std::string& root_display, const std::string& name) {
     return name.empty() ? dev : dev + "/" + name;
 }
 
+// Where a change happened: below /dev, or (a MIG access file) below the root.
+std::string change_path(const std::string& root_display, const Change& change) {
+    if (change.target == Change::Target::AccessFile) {
+        return (root_display == "/" ? "" : root_display) + "/" + change.name;
+    }
+    return dev_path(root_display, change.name);
+}
+
 const char* target_name(Change::Target target) {
     switch (target) {
     case Change::Target::Node:
@@ -25,6 +33,8 @@ const char* target_name(Change::Target target) {
         return "directory";
     case Change::Target::Leftover:
         return "leftover";
+    case Change::Target::AccessFile:
+        return "access-file";
     }
     return "?";
 }
@@ -47,8 +57,7 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
     }
     int width = 0;
     for (const Change& change : outcome.result.changes) {
-        width =
-            std::max(width, static_cast<int>(dev_path(context.root_display, change.name).size()));
+        width = std::max(width, static_cast<int>(change_path(context.root_display, change).size()));
     }
     for (const Change& change : outcome.result.changes) {
         // Failures are among the diagnostics.
@@ -61,7 +70,7 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
         std::string shown_verb = outcome.dry_run && change.kind != Change::Kind::Unchanged
                                      ? std::string("would ") + verb
                                      : verb;
-        std::string path = dev_path(context.root_display, change.name);
+        std::string path = change_path(context.root_display, change);
         out += format("%-14s %-*s  ", shown_verb.c_str(), width, path.c_str()) +
                printable(change.detail) + "\n";
     }
@@ -142,7 +151,7 @@ std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportCont
     for (const Change& change : outcome.result.changes) {
         json.begin_object();
         json.key("action").value(change_kind_name(change.kind));
-        json.key("path").value(dev_path("/", change.name));
+        json.key("path").value(change_path("/", change));
         json.key("target").value(target_name(change.target));
         json.key("link").value(change.target == Change::Target::Link);
         json.key("detail").value(change.detail);

@@ -6,6 +6,7 @@
 #include "gpuinit/host/policy.hpp"
 
 #include <algorithm>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -35,7 +36,8 @@ void finish(MknodOutcome& outcome) {
 // the driver does not list; for one GPU named by address, that one.
 PciNeed pci_need(const MknodOptions& options) {
     const PlanRequest& request = options.request;
-    if (options.remove || request.scope == PlanRequest::Scope::Control) {
+    if (options.remove || request.scope == PlanRequest::Scope::Control ||
+        request.scope == PlanRequest::Scope::Mig) {
         return {PciNeed::Scope::None, {}};
     }
     if (request.scope == PlanRequest::Scope::Device) {
@@ -89,6 +91,36 @@ std::optional<unsigned> run_remove(const Sysroot& root, const MknodOptions& opti
     return minor;
 }
 
+// nvidia-modprobe resets a cap node whose DeviceFileModify is 1: for the
+// nodes this run manages, the driver is told 0 (it takes the line when the
+// file is closed). Failures are errors; the node itself is already right.
+void switch_off_modify(const Sysroot& root, const NodePlan& plan, bool dry_run,
+                       MknodOutcome& outcome) {
+    constexpr std::string_view kLine = "DeviceFileModify: 0\n";
+    for (const std::string& access : plan.modify_off) {
+        if (!dry_run) {
+            auto fd = root.open_file_for_write(access);
+            if (!fd) {
+                outcome.result.changes.push_back(
+                    {Change::Kind::Failed, Change::Target::AccessFile, access, fd.error().message});
+                outcome.diagnostics.add(fd.error());
+                continue;
+            }
+            if (::write(fd->get(), kLine.data(), kLine.size()) !=
+                static_cast<ssize_t>(kLine.size())) {
+                Diagnostic problem =
+                    errno_error("cannot write DeviceFileModify: 0 to " + root.display(access));
+                outcome.result.changes.push_back(
+                    {Change::Kind::Failed, Change::Target::AccessFile, access, problem.message});
+                outcome.diagnostics.add(std::move(problem));
+                continue;
+            }
+        }
+        outcome.result.changes.push_back(
+            {Change::Kind::Repair, Change::Target::AccessFile, access, "DeviceFileModify 1 -> 0"});
+    }
+}
+
 } // namespace
 
 MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
@@ -99,6 +131,17 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
         return nothing_done(std::move(outcome), machine.error());
     }
     outcome.machine = std::move(*machine);
+    bool wants_mig = !options.remove && (options.request.scope == PlanRequest::Scope::All ||
+                                         options.request.scope == PlanRequest::Scope::Mig);
+    if (wants_mig && outcome.machine.caps_major) {
+        auto mig = read_mig_topology(root, outcome.diagnostics);
+        if (!mig) {
+            // The GPUs still get their nodes; only the MIG caps are lost.
+            outcome.diagnostics.add(mig.error());
+        } else {
+            outcome.machine.mig = std::move(*mig);
+        }
+    }
 
     // Everything that makes the run a no-op is checked before the lock, so a
     // run that does nothing leaves nothing behind (not even run/gpuinit/lock).
@@ -150,6 +193,7 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
         outcome.plan =
             plan_nodes(outcome.machine, policy, *accounts, options.request, outcome.diagnostics);
         outcome.result = reconcile(root, outcome.plan, options.dry_run, outcome.diagnostics);
+        switch_off_modify(root, outcome.plan, options.dry_run, outcome);
     }
     if (!options.dry_run) {
         if (auto saved = save_gpu_records(*run, outcome.machine, removed_minor); !saved) {

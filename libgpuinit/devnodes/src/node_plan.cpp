@@ -102,7 +102,51 @@ void plan_control(NodePlan& plan, const Machine& machine, const Policy& policy,
     }
 }
 
+constexpr std::string_view kCapsDir = "nvidia-caps";
+constexpr std::string_view kCapPrefix = "nvidia-cap";
+
+// Every MIG capability that exists: config and monitor keep the driver's
+// owner and mode; an instance's caps take the policy's MIG rule, else the
+// driver's mode (root:root). Destroyed instances' nodes are pruned.
+void plan_mig(NodePlan& plan, const Machine& machine, const Policy& policy,
+              const AccountDb& accounts, Diagnostics& diagnostics) {
+    if (!machine.caps_major || machine.mig.caps.empty()) {
+        return;
+    }
+    unsigned major = *machine.caps_major;
+    for (const MigCap& cap : machine.mig.caps) {
+        std::optional<AccessRule> rule;
+        std::string subject = cap.subject();
+        if (cap.kind == MigCap::Kind::GpuInstance || cap.kind == MigCap::Kind::ComputeInstance) {
+            GpuIdentity gpu{cap.gpu_minor, {}, {}};
+            for (const Gpu& known : machine.gpus) {
+                if (known.minor == cap.gpu_minor) {
+                    gpu = known.identity();
+                }
+            }
+            std::optional<unsigned> ci;
+            if (cap.kind == MigCap::Kind::ComputeInstance) {
+                ci = cap.ci;
+            }
+            rule = policy.rule_for_mig(gpu, cap.gi, ci);
+        }
+        if (!rule) {
+            rule = AccessRule{"root", "root", cap.mode, "the driver's mode"};
+        }
+        add_node(plan, accounts, cap_node_name(cap.minor), major, cap.minor, *rule, subject,
+                 diagnostics);
+        if (cap.modify) {
+            plan.modify_off.push_back(cap.access);
+        }
+    }
+    plan.prune.push_back({std::string(kCapsDir), std::string(kCapPrefix), major});
+}
+
 } // namespace
+
+std::string cap_node_name(unsigned minor) {
+    return std::string(kCapsDir) + "/" + std::string(kCapPrefix) + std::to_string(minor);
+}
 
 std::string gpu_node_name(unsigned minor) {
     return "nvidia" + std::to_string(minor);
@@ -121,13 +165,16 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
     // Sized once: a vector grown one node at a time leaves its smaller
     // copies behind on the heap, and every new heap page is a page fault.
     constexpr size_t kMaxControlNodes = 4;
-    plan.nodes.reserve(machine.gpus.size() + kMaxControlNodes);
-    plan.links.reserve(machine.gpus.size() + kMaxControlNodes);
-    if (request.scope != PlanRequest::Scope::Device) {
+    plan.nodes.reserve(machine.gpus.size() + kMaxControlNodes + machine.mig.caps.size());
+    plan.links.reserve(machine.gpus.size() + kMaxControlNodes + machine.mig.caps.size());
+    if (request.scope == PlanRequest::Scope::All || request.scope == PlanRequest::Scope::Control) {
         plan_control(plan, machine, policy, accounts, diagnostics);
     }
-    if (request.scope != PlanRequest::Scope::Control) {
+    if (request.scope == PlanRequest::Scope::All || request.scope == PlanRequest::Scope::Device) {
         plan_gpus(plan, machine, policy, accounts, request, diagnostics);
+    }
+    if (request.scope == PlanRequest::Scope::All || request.scope == PlanRequest::Scope::Mig) {
+        plan_mig(plan, machine, policy, accounts, diagnostics);
     }
     if (request.scope == PlanRequest::Scope::All) {
         std::vector<GpuIdentity> present;
@@ -140,6 +187,9 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
     if (!plan.nodes.empty()) {
         plan.dirs.push_back(DirSpec{""});
         plan.dirs.push_back(DirSpec{"char"});
+    }
+    if (!plan.prune.empty()) {
+        plan.dirs.push_back(DirSpec{std::string(kCapsDir)});
     }
     return plan;
 }

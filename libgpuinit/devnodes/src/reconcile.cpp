@@ -84,6 +84,7 @@ class Reconciler {
     void link(const LinkSpec& spec);
     void remove_if_ours(const std::string& name, bool is_link, const std::string& node_name,
                         dev_t rdev);
+    void prune(const PruneSpec& spec, const NodePlan& plan);
 
     ReconcileResult result;
 
@@ -509,6 +510,37 @@ void Reconciler::remove_if_ours(const std::string& name, bool is_link, const std
            is_link ? "-> " + state->link_target : describe_type(st));
 }
 
+void Reconciler::prune(const PruneSpec& spec, const NodePlan& plan) {
+    auto opened = dirs_.get(spec.dir);
+    if (!opened || opened->dir == nullptr) {
+        return; // reported by directory(), or a dry run on a missing one
+    }
+    auto names = opened->dir->list();
+    if (!names) {
+        fail(Change::Target::Directory, spec.dir, names.error());
+        return;
+    }
+    for (const std::string& leaf : *names) {
+        if (leaf.size() <= spec.prefix.size() || !leaf.starts_with(spec.prefix)) {
+            continue;
+        }
+        std::string_view digits = std::string_view(leaf).substr(spec.prefix.size());
+        auto minor = parse_decimal(digits, (1u << 20) - 1);
+        std::string name = spec.dir + "/" + leaf;
+        if (!minor || std::to_string(*minor) != digits) {
+            continue;
+        }
+        bool planned = std::any_of(plan.nodes.begin(), plan.nodes.end(),
+                                   [&](const NodeSpec& node) { return node.name == name; });
+        if (planned) {
+            continue;
+        }
+        auto unsigned_minor = static_cast<unsigned>(*minor);
+        remove_if_ours(name, false, name, makedev(spec.major, unsigned_minor));
+        remove_if_ours(char_link_name(spec.major, unsigned_minor), true, name, 0);
+    }
+}
+
 } // namespace
 
 const char* change_kind_name(Change::Kind kind) {
@@ -557,6 +589,9 @@ ReconcileResult reconcile(const Sysroot& root, const NodePlan& plan, bool dry_ru
             failed_nodes.end()) {
             reconciler.link(link);
         }
+    }
+    for (const PruneSpec& spec : plan.prune) {
+        reconciler.prune(spec, plan);
     }
     return std::move(reconciler.result);
 }

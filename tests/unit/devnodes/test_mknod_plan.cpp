@@ -406,3 +406,57 @@ TEST(MknodPlan, NoDriverOrBadPolicyTakesNoLock) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// MIG caps: config, monitor and every existing GI and CI get a node in
+// /dev/nvidia-caps (root:root with the driver's mode unless a MIG rule
+// says otherwise), a /dev/char link, and DeviceFileModify 1 becomes 0.
+TEST(MknodPlan, MigCapNodesWithTheDriversModesAndTheirRules) {
+    TempDir dir;
+    FakeMachine machine = testing::a100_mig_box();
+    machine.groups.push_back("vision");
+    machine.policy = "gpu=2 gi=9 group=vision\n"
+                     "gpu=3 gi=13 ci=0 group=nosuch\n";
+    MknodOutcome outcome = dry_run(machine, dir);
+    size_t caps = std::count_if(
+        outcome.plan.nodes.begin(), outcome.plan.nodes.end(),
+        [](const NodeSpec& node) { return node.name.starts_with("nvidia-caps/nvidia-cap"); });
+    EXPECT_EQ(caps, 2u + 42u);
+    const NodeSpec* config = find_node(outcome, "nvidia-caps/nvidia-cap1");
+    ASSERT_NE(config, nullptr);
+    EXPECT_EQ(config->major, 235u);
+    EXPECT_EQ(config->mode, 0400u);
+    EXPECT_EQ(config->group, "root");
+    const NodeSpec* gi = find_node(outcome, cap_node_name(testing::oracle_gi_minor(1, 7)));
+    ASSERT_NE(gi, nullptr);
+    EXPECT_EQ(gi->mode, 0444u);
+    EXPECT_EQ(gi->origin, "the driver's mode");
+    const NodeSpec* ruled = find_node(outcome, cap_node_name(testing::oracle_ci_minor(2, 9, 0)));
+    ASSERT_NE(ruled, nullptr);
+    EXPECT_EQ(ruled->group, "vision");
+    EXPECT_EQ(ruled->mode, 0440u);
+    EXPECT_EQ(find_node(outcome, cap_node_name(testing::oracle_gi_minor(2, 9)))->group, "vision");
+    // A missing group: root-only, never the driver's wider 0444.
+    const NodeSpec* missing = find_node(outcome, cap_node_name(testing::oracle_ci_minor(3, 13, 0)));
+    ASSERT_NE(missing, nullptr);
+    EXPECT_EQ(missing->mode, 0600u);
+    EXPECT_TRUE(has_problem(outcome, "group nosuch does not exist", true)) << problems_of(outcome);
+    EXPECT_EQ(outcome.plan.modify_off.size(), 44u);
+    ASSERT_EQ(outcome.plan.prune.size(), 1u);
+    EXPECT_EQ(outcome.plan.prune[0].dir, "nvidia-caps");
+    // --mig plans the caps alone.
+    MknodOutcome mig_only = dry_run_as_is(dir, PlanRequest{PlanRequest::Scope::Mig, {}});
+    EXPECT_EQ(mig_only.plan.nodes.size(), 44u);
+    EXPECT_EQ(find_node(mig_only, "nvidia0"), nullptr);
+}
+
+TEST(MknodPlan, NoMigCapabilitiesNoCapNodes) {
+    TempDir dir;
+    MknodOutcome outcome = dry_run(workstation(2), dir);
+    EXPECT_TRUE(outcome.plan.prune.empty());
+    EXPECT_TRUE(outcome.plan.modify_off.empty());
+    EXPECT_EQ(find_node(outcome, "nvidia-caps/nvidia-cap1"), nullptr);
+}
+
+} // namespace gpuinit

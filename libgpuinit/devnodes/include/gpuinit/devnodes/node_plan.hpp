@@ -42,14 +42,28 @@ struct LinkSpec {
     std::string target; // "../nvidia0"
 };
 
+// Nodes in `dir` named `prefix` + a number, of character major `major`,
+// that the plan does not list, are removed with their /dev/char links: the
+// cap nodes of MIG instances that were destroyed.
+struct PruneSpec {
+    std::string dir;    // relative to /dev: "nvidia-caps"
+    std::string prefix; // "nvidia-cap"
+    unsigned major = 0;
+};
+
 struct NodePlan {
     std::vector<DirSpec> dirs;
     std::vector<NodeSpec> nodes;
     std::vector<LinkSpec> links;
+    std::vector<PruneSpec> prune;
+    // MIG access files (relative to the root) whose DeviceFileModify is 1:
+    // nvidia-modprobe would reset the node gpu-mknod manages; it is set to 0.
+    std::vector<std::string> modify_off;
 };
 
 struct PlanRequest {
-    enum class Scope { All, Device, Control };
+    // Mig: only the MIG cap nodes (gpu-mknod --mig, gpu-mig sync).
+    enum class Scope { All, Device, Control, Mig };
     Scope scope = Scope::All;
     std::optional<GpuSelector> device; // with Scope::Device
 };
@@ -62,6 +76,8 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
 
 // "nvidia3": the node of the GPU with that minor.
 std::string gpu_node_name(unsigned minor);
+// "nvidia-caps/nvidia-cap337": the node of the MIG capability with that minor.
+std::string cap_node_name(unsigned minor);
 // "char/195:0": the /dev/char link of a node.
 std::string char_link_name(unsigned major, unsigned minor);
 

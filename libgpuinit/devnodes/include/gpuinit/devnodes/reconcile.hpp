@@ -22,7 +22,8 @@ namespace gpuinit {
 
 struct Change {
     enum class Kind { Create, Replace, Repair, Unchanged, Remove, Failed };
-    enum class Target { Node, Link, Directory, Leftover };
+    // AccessFile: a MIG access file (name relative to the root, not /dev).
+    enum class Target { Node, Link, Directory, Leftover, AccessFile };
     Kind kind = Kind::Unchanged;
     Target target = Target::Node;
     std::string name;   // relative to /dev; "" is /dev itself

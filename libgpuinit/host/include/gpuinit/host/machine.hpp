@@ -5,6 +5,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/mig_topology.hpp"
 
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ struct Machine {
     bool minors_from_driver = true;
     std::vector<Gpu> gpus; // sorted by minor
     std::vector<UnusableGpu> unusable;
+    // MIG capabilities; read only by the callers that need them
+    // (read_mig_topology), empty otherwise.
+    MigTopology mig;
 };
 
 // Which PCI functions discovery must read: the driver's own list comes
