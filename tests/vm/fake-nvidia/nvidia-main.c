@@ -608,21 +608,69 @@ static const struct proc_ops lose_ops = {
 	.proc_lseek = noop_llseek,
 };
 
-/* A capability file: private data packs the minor and the mode. */
+/*
+ * A capability's access file. As the real driver's, it is writable by root:
+ * "DeviceFileModify: N" written to it sets that cap's modify flag (the real
+ * driver parses the line when the file is closed; here at the write, which
+ * a reader after the close cannot tell apart). New caps start with
+ * NVreg_ModifyDeviceFiles.
+ */
+struct fake_cap {
+	unsigned int minor;
+	unsigned int mode;
+	unsigned int modify;
+};
+
+/* config, monitor, then [gpu][gi] GI and CI 0; static, so no lifetime. */
+static struct fake_cap mig_control_caps[2];
+static struct fake_cap mig_caps[MIG_GPUS][MIG_GIS][2];
+
 static int cap_show(struct seq_file *m, void *v)
 {
-	unsigned long packed = (unsigned long)m->private;
+	struct fake_cap *cap = m->private;
 
-	seq_printf(m, "DeviceFileMinor: %lu\n", packed & 0xffff);
-	seq_printf(m, "DeviceFileMode: %lu\n", packed >> 16);
-	seq_printf(m, "DeviceFileModify: %u\n", NVreg_ModifyDeviceFiles);
+	seq_printf(m, "DeviceFileMinor: %u\n", cap->minor);
+	seq_printf(m, "DeviceFileMode: %u\n", cap->mode);
+	seq_printf(m, "DeviceFileModify: %u\n", READ_ONCE(cap->modify));
 	return 0;
 }
 
-static void add_cap(struct proc_dir_entry *dir, unsigned int minor, unsigned int mode)
+static int cap_open(struct inode *inode, struct file *file)
 {
-	proc_create_single_data("access", 0444, dir, cap_show,
-				(void *)(unsigned long)(minor | mode << 16));
+	return single_open(file, cap_show, pde_data(inode));
+}
+
+static ssize_t cap_write(struct file *file, const char __user *buf, size_t count, loff_t *pos)
+{
+	struct fake_cap *cap = ((struct seq_file *)file->private_data)->private;
+	char text[64];
+	unsigned int modify;
+
+	if (count == 0 || count >= sizeof(text))
+		return count == 0 ? -EINVAL : -ENOSPC;
+	if (copy_from_user(text, buf, count))
+		return -EFAULT;
+	text[count] = '\0';
+	if (sscanf(text, "DeviceFileModify: %u", &modify) == 1)
+		WRITE_ONCE(cap->modify, modify);
+	return count;
+}
+
+static const struct proc_ops cap_ops = {
+	.proc_open = cap_open,
+	.proc_read = seq_read,
+	.proc_write = cap_write,
+	.proc_lseek = seq_lseek,
+	.proc_release = single_release,
+};
+
+static void add_cap(struct proc_dir_entry *dir, const char *name, struct fake_cap *cap,
+		    unsigned int minor, unsigned int mode)
+{
+	cap->minor = minor;
+	cap->mode = mode;
+	cap->modify = NVreg_ModifyDeviceFiles;
+	proc_create_data(name, 0644, dir, &cap_ops, cap);
 }
 
 static int mig_minors_show(struct seq_file *m, void *v)
@@ -653,9 +701,11 @@ static void add_mig_instances(struct fake_gpu *gpu)
 	for (i = 1; i <= mig; i++) {
 		snprintf(name, sizeof(name), "gi%u", i);
 		gi_dir = proc_mkdir(name, mig_dir);
-		add_cap(gi_dir, MIG_GI_MINOR(gpu->minor, i), 0444);
+		add_cap(gi_dir, "access", &mig_caps[gpu->minor][i][0],
+			MIG_GI_MINOR(gpu->minor, i), 0444);
 		ci_dir = proc_mkdir("ci0", gi_dir);
-		add_cap(ci_dir, MIG_CI_MINOR(gpu->minor, i, 0), 0444);
+		add_cap(ci_dir, "access", &mig_caps[gpu->minor][i][1],
+			MIG_CI_MINOR(gpu->minor, i, 0), 0444);
 	}
 }
 
@@ -875,10 +925,8 @@ static int __init nv_init(void)
 
 		proc_caps = proc_mkdir("capabilities", proc_nvidia);
 		mig_dir = proc_mkdir("mig", proc_caps);
-		proc_create_single_data("config", 0444, mig_dir, cap_show,
-					(void *)(unsigned long)(1 | 0400 << 16));
-		proc_create_single_data("monitor", 0444, mig_dir, cap_show,
-					(void *)(unsigned long)(2 | 0444 << 16));
+		add_cap(mig_dir, "config", &mig_control_caps[0], 1, 0400);
+		add_cap(mig_dir, "monitor", &mig_control_caps[1], 2, 0444);
 		proc_nv_caps = proc_mkdir("driver/nvidia-caps", NULL);
 		proc_create_single("mig-minors", 0444, proc_nv_caps, mig_minors_show);
 	}
