@@ -1,0 +1,161 @@
+// gres.conf for MIG instances without NVML: the lines, the types Slurm's
+// autodetect would use, the slurm.conf fragment, and --check's findings.
+#include "gpuinit/mig/gres.hpp"
+#include "machine_fixture.hpp"
+#include "temp_dir.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+namespace gpuinit {
+
+using testing::a100_mig_box;
+using testing::oracle_ci_minor;
+using testing::oracle_gi_minor;
+using testing::TempDir;
+
+namespace {
+
+struct Box {
+    TempDir dir;
+    Machine machine;
+    std::vector<MigInstance> instances;
+};
+
+// The 4xA100 box with every instance a 1g.10gb (as names would say).
+void load(Box& box, const testing::FakeMachine& fake = a100_mig_box()) {
+    ASSERT_TRUE(testing::write_fixture(fake, box.dir.path()));
+    Diagnostics diagnostics;
+    auto root = Sysroot::open(box.dir.path());
+    auto machine = discover_machine(*root, diagnostics);
+    auto mig = read_mig_topology(*root, diagnostics);
+    ASSERT_TRUE(machine && mig);
+    box.machine = std::move(*machine);
+    box.machine.mig = std::move(*mig);
+    box.instances = join_mig_instances(box.machine, box.machine.mig, diagnostics);
+    for (MigInstance& instance : box.instances) {
+        instance.profile = "1g.10gb";
+    }
+}
+
+// Files as gpu-mknod makes them, for --check's stat (regular files do).
+void touch_dev(const Box& box, const std::string& path) {
+    std::filesystem::create_directories(std::filesystem::path(box.dir / path).parent_path());
+    std::ofstream(box.dir / path) << "";
+}
+
+} // namespace
+
+TEST(MigGres, AutodetectTypesAsSlurmNamesThem) {
+    EXPECT_EQ(autodetect_gres_type("NVIDIA A100 80GB PCIe", "1g.10gb"),
+              "nvidia_a100_80gb_pcie_1g.10gb");
+    EXPECT_EQ(autodetect_gres_type("NVIDIA A100-SXM4-40GB", "1g.5gb"), "nvidia_a100_1g.5gb");
+    EXPECT_EQ(autodetect_gres_type("NVIDIA A100-SXM4-80GB"), "nvidia_a100-sxm4-80gb");
+    EXPECT_EQ(autodetect_gres_type("NVIDIA H100 80GB HBM3", "1g.10gb"),
+              "nvidia_h100_80gb_hbm3_1g.10gb");
+}
+
+TEST(MigGres, OneLinePerInstanceAndPerWholeGpu) {
+    Box box;
+    load(box);
+    auto plan = plan_gres(box.machine, box.instances, GresTypeStyle::Autodetect, nullptr);
+    ASSERT_TRUE(plan) << plan.error().text();
+    ASSERT_EQ(plan->records.size(), 1u + 21u);
+    EXPECT_EQ(plan->records[0].files, std::vector<std::string>{"/dev/nvidia0"});
+    EXPECT_EQ(plan->records[0].type, "nvidia_a100_80gb_pcie");
+    const GresRecord& first_mig = plan->records[1];
+    EXPECT_EQ(first_mig.type, "nvidia_a100_80gb_pcie_1g.10gb");
+    EXPECT_EQ(
+        first_mig.files,
+        (std::vector<std::string>{
+            "/dev/nvidia1", "/dev/nvidia-caps/nvidia-cap" + std::to_string(oracle_gi_minor(1, 7)),
+            "/dev/nvidia-caps/nvidia-cap" + std::to_string(oracle_ci_minor(1, 7, 0))}));
+    std::string conf = render_gres_conf(*plan, "gpu01");
+    EXPECT_NE(conf.find("NodeName=gpu01 Name=gpu Type=nvidia_a100_80gb_pcie File=/dev/nvidia0"),
+              std::string::npos)
+        << conf;
+    // gpu1/gi7: caps 201 (GI) and 202 (CI) in the driver's numbering.
+    EXPECT_NE(conf.find("NodeName=gpu01 Name=gpu Type=nvidia_a100_80gb_pcie_1g.10gb "
+                        "MultipleFiles=/dev/nvidia1,/dev/nvidia-caps/nvidia-cap201,"
+                        "/dev/nvidia-caps/nvidia-cap202"),
+              std::string::npos)
+        << conf;
+    EXPECT_EQ(render_slurm_gres(*plan),
+              "Gres=gpu:nvidia_a100_80gb_pcie:1,gpu:nvidia_a100_80gb_pcie_1g.10gb:21");
+
+    auto short_names = plan_gres(box.machine, box.instances, GresTypeStyle::Profile, nullptr);
+    ASSERT_TRUE(short_names);
+    EXPECT_EQ(render_slurm_gres(*short_names), "Gres=gpu:1g.10gb:21,gpu:nvidia_a100_80gb_pcie:1");
+    auto map = parse_gres_type_map("1g.10gb small # the site's name\n", "map");
+    ASSERT_TRUE(map);
+    auto mapped = plan_gres(box.machine, box.instances, GresTypeStyle::Profile, &*map);
+    EXPECT_EQ(render_slurm_gres(*mapped), "Gres=gpu:nvidia_a100_80gb_pcie:1,gpu:small:21");
+}
+
+TEST(MigGres, AnUnknownProfileIsNamedNotGuessed) {
+    Box box;
+    load(box);
+    box.instances[3].profile.clear();
+    auto plan = plan_gres(box.machine, box.instances, GresTypeStyle::Autodetect, nullptr);
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.error().message.find("MIG gpu1/gi10/ci0 has no known profile"),
+              std::string::npos)
+        << plan.error().text();
+    EXPECT_FALSE(parse_gres_type_map("a b c\n", "map"));
+    EXPECT_FALSE(parse_gres_type_map("a b\na c\n", "map"));
+    EXPECT_FALSE(parse_gres_type_map("a\x1b b\n", "map"));
+}
+
+// --check: the hand-written mistakes of the issue, each found.
+TEST(MigGres, CheckFindsTheHandWrittenMistakes) {
+    Box box;
+    load(box);
+    auto plan = plan_gres(box.machine, box.instances, GresTypeStyle::Autodetect, nullptr);
+    ASSERT_TRUE(plan);
+    for (const GresRecord& record : plan->records) {
+        for (const std::string& file : record.files) {
+            touch_dev(box, file);
+        }
+    }
+    auto root = Sysroot::open(box.dir.path());
+    // What gpu-mig gres writes is clean.
+    auto clean =
+        check_gres_conf(render_gres_conf(*plan, ""), "gres.conf", *plan, *root, box.machine, "");
+    ASSERT_TRUE(clean) << clean.error().text();
+    EXPECT_TRUE(clean->empty()) << (*clean)[0].message;
+
+    touch_dev(box, "/dev/nvidia7");
+    std::string bad = "AutoDetect=off\n"
+                      "Name=gpu Type=a100 File=/dev/nvidia[0-1]\n" // GPU 1 is MIG
+                      "Name=gpu Type=a100 File=/dev/nvidia7\n"     // an nvidia-smi index?
+                      "Name=gpu Type=mig MultipleFiles=/dev/nvidia2,/dev/nvidia-caps/nvidia-cap3,"
+                      "/dev/nvidia-caps/nvidia-cap4\n" // gone instance, no files
+                      "NodeName=other Name=gpu Type=x File=/dev/nvidia9\n"; // another node's
+    auto findings = check_gres_conf(bad, "gres.conf", *plan, *root, box.machine, "gpu01");
+    ASSERT_TRUE(findings) << findings.error().text();
+    auto has = [&](GresFinding::Kind kind, size_t line) {
+        return std::any_of(findings->begin(), findings->end(),
+                           [&](const GresFinding& f) { return f.kind == kind && f.line == line; });
+    };
+    std::string all;
+    for (const GresFinding& f : *findings) {
+        all += std::string(gres_finding_name(f.kind)) + ": " + f.message + "\n";
+    }
+    EXPECT_TRUE(has(GresFinding::Kind::NoCapFiles, 2)) << all;
+    EXPECT_TRUE(has(GresFinding::Kind::WrongDevice, 3)) << all;
+    EXPECT_TRUE(has(GresFinding::Kind::MissingFile, 4)) << all;
+    EXPECT_TRUE(has(GresFinding::Kind::NotListed, 0)) << all;
+    EXPECT_TRUE(has(GresFinding::Kind::CountChange, 0)) << all;
+    EXPECT_EQ(all.find("nvidia9"), std::string::npos) << all;
+
+    auto malformed = check_gres_conf("Name=gpu File=/dev/nvidia0 MultipleFiles=/dev/nvidia1\n",
+                                     "gres.conf", *plan, *root, box.machine, "");
+    ASSERT_FALSE(malformed);
+    EXPECT_NE(malformed.error().text().find("gres.conf:1:"), std::string::npos);
+}
+
+} // namespace gpuinit
