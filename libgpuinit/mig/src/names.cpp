@@ -1,0 +1,291 @@
+// MIG names: the model and its join with the instances.
+//
+// Where the names come from (read from public sources; no GPU here):
+// - `nvidia-smi -L` lists each GPU (index, name, GPU UUID) and under it its
+//   MIG devices by MIG device index with profile and UUID, not with GI/CI
+//   ids. Before R470 the UUID was "MIG-GPU-<gpu-uuid>/<gi>/<ci>"; since
+//   R470 it is "MIG-<uuid>" and the container stack rejects the old form.
+// - `nvidia-smi -q -x` has, per <gpu> (with <uuid> and <minor_number>),
+//   <mig_devices><mig_device> with <index>, <gpu_instance_id> and
+//   <compute_instance_id> (seen in outputs of drivers 535 and 575 parsed by
+//   gpustack's and others' tools); no MIG UUID. -L and -q -x of one GPU
+//   joined on the MIG device index give (GPU UUID, GI, CI) -> MIG UUID.
+// - `nvidia-smi mig -lgi` / `-lci` give GI and CI ids with profile names
+//   ("MIG 1c.3g.40gb" for a CI smaller than its GI) by GPU index; as a user
+//   they say "Insufficient Permissions" (root needed).
+// - NVML: nvmlDeviceGetMigDeviceHandleByIndex (indices may have gaps: go-nvml
+//   issue 60), nvmlDeviceGetUUID, nvmlDeviceGetGpuInstanceId,
+//   nvmlDeviceGetComputeInstanceId; nvmlDeviceGetName on a MIG handle
+//   "returns MIG device names" (nvml.h), which end in "MIG <profile>".
+// - No `--query-*` form lists MIG devices with their GI/CI ids.
+#include "gpuinit/mig/names.hpp"
+
+#include "gpuinit/base/text.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace gpuinit {
+
+namespace {
+
+bool hex_run(std::string_view text, size_t count) {
+    return text.size() == count && std::all_of(text.begin(), text.end(), [](char c) {
+               return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+           });
+}
+
+// 8-4-4-4-12 hex digits.
+bool canonical_uuid(std::string_view text) {
+    constexpr size_t kRuns[] = {8, 4, 4, 4, 12};
+    for (size_t i = 0; i < std::size(kRuns); ++i) {
+        size_t dash = i + 1 < std::size(kRuns) ? text.find('-') : text.size();
+        if (dash == std::string_view::npos || !hex_run(text.substr(0, dash), kRuns[i])) {
+            return false;
+        }
+        text.remove_prefix(std::min(text.size(), dash + 1));
+    }
+    return true;
+}
+
+std::string lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return out;
+}
+
+// "<digits><letter>" at the start of `text`, consumed.
+bool slices(std::string_view& text, char unit) {
+    size_t digits = 0;
+    while (digits < text.size() && digits < 3 &&
+           std::isdigit(static_cast<unsigned char>(text[digits])) != 0) {
+        ++digits;
+    }
+    if (digits == 0 || digits >= text.size() || text[digits] != unit) {
+        return false;
+    }
+    text.remove_prefix(digits + 1);
+    return true;
+}
+
+bool valid_gpu_uuid_text(std::string_view uuid) {
+    return uuid.size() > 4 && (uuid.starts_with("GPU-") || uuid.starts_with("gpu-")) &&
+           canonical_uuid(uuid.substr(4));
+}
+
+std::string instance_list(const std::vector<std::string>& keys) {
+    std::string text;
+    for (size_t i = 0; i < keys.size() && i < 8; ++i) {
+        text += (i == 0 ? "" : ", ") + keys[i];
+    }
+    if (keys.size() > 8) {
+        text += format(" and %zu more", keys.size() - 8);
+    }
+    return text;
+}
+
+} // namespace
+
+bool valid_mig_uuid(std::string_view text) {
+    return text.size() == 40 && text.starts_with("MIG-") && canonical_uuid(text.substr(4));
+}
+
+bool old_mig_uuid_form(std::string_view text) {
+    return text.starts_with("MIG-GPU-") ||
+           (text.starts_with("MIG-") && text.find('/') != text.npos);
+}
+
+bool valid_mig_profile(std::string_view text) {
+    if (text.empty() || text.size() > 32) {
+        return false;
+    }
+    std::string_view rest = text;
+    std::string_view probe = rest;
+    if (slices(probe, 'c') && !probe.empty() && probe[0] == '.') {
+        rest = probe.substr(1);
+    }
+    if (!slices(rest, 'g') || rest.empty() || rest[0] != '.') {
+        return false;
+    }
+    rest.remove_prefix(1);
+    size_t digits = 0;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits])) != 0) {
+        ++digits;
+    }
+    if (digits == 0 || digits > 4 || rest.substr(digits, 2) != "gb") {
+        return false;
+    }
+    rest.remove_prefix(digits + 2);
+    while (!rest.empty()) {
+        if (rest[0] != '+') {
+            return false;
+        }
+        rest.remove_prefix(1);
+        size_t word = 0;
+        while (word < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[word])) != 0 ||
+                                      rest[word] == '.' || rest[word] == '_')) {
+            ++word;
+        }
+        if (word == 0) {
+            return false;
+        }
+        rest.remove_prefix(word);
+    }
+    return true;
+}
+
+Status MigNames::add_profile(std::string_view gpu_uuid, unsigned gi, unsigned ci,
+                             std::string_view profile) {
+    if (!valid_gpu_uuid_text(gpu_uuid)) {
+        return error("not a GPU UUID: " + quote(gpu_uuid));
+    }
+    if (!valid_mig_profile(profile)) {
+        return error("not a MIG profile name: " + quote(profile));
+    }
+    MigName& name = instances_[MigNameKey{lower(gpu_uuid), gi, ci}];
+    if (!name.profile.empty() && name.profile != profile) {
+        return error(
+            format("GI %u CI %u of %s: two profile names, ", gi, ci, quote(gpu_uuid).c_str()) +
+            quote(name.profile) + " and " + quote(profile));
+    }
+    name.profile = std::string(profile);
+    return {};
+}
+
+Status MigNames::add_uuid(std::string_view gpu_uuid, unsigned gi, unsigned ci,
+                          std::string_view uuid) {
+    if (!valid_gpu_uuid_text(gpu_uuid)) {
+        return error("not a GPU UUID: " + quote(gpu_uuid));
+    }
+    if (old_mig_uuid_form(uuid)) {
+        return error("MIG UUID " + quote(uuid, 96) +
+                     " is in the old MIG-GPU-<uuid>/<gi>/<ci> form, which drivers from R470 on "
+                     "reject; upgrade the driver (R470 or later), whose nvidia-smi -L prints "
+                     "MIG-<uuid>");
+    }
+    if (!valid_mig_uuid(uuid)) {
+        return error("not a MIG UUID (MIG-<uuid>): " + quote(uuid));
+    }
+    MigNameKey key{lower(gpu_uuid), gi, ci};
+    auto [owner, added] = uuid_owners_.emplace(lower(uuid), key);
+    if (!added && owner->second != key) {
+        return error("MIG UUID " + quote(uuid) + " is given to two instances");
+    }
+    MigName& name = instances_[key];
+    if (!name.uuid.empty() && name.uuid != uuid) {
+        return error(format("GI %u CI %u of %s: two MIG UUIDs, ", gi, ci, quote(gpu_uuid).c_str()) +
+                     quote(name.uuid) + " and " + quote(uuid));
+    }
+    name.uuid = std::string(uuid);
+    return {};
+}
+
+Status MigNames::add_gpu(std::string_view gpu_uuid, MigNameGpu gpu) {
+    if (!valid_gpu_uuid_text(gpu_uuid)) {
+        return error("not a GPU UUID: " + quote(gpu_uuid));
+    }
+    auto [it, added] = gpus_.emplace(lower(gpu_uuid), gpu);
+    if (!added) {
+        MigNameGpu& known = it->second;
+        if ((known.index && gpu.index && *known.index != *gpu.index) ||
+            (known.minor && gpu.minor && *known.minor != *gpu.minor)) {
+            return error("GPU " + quote(gpu_uuid) + " is listed twice with different indices");
+        }
+        known.index = known.index ? known.index : gpu.index;
+        known.minor = known.minor ? known.minor : gpu.minor;
+        if (known.name.empty()) {
+            known.name = std::move(gpu.name);
+        }
+    }
+    return {};
+}
+
+Status MigNames::add_gi_profile(std::string_view gpu_uuid, unsigned gi, std::string_view profile) {
+    if (!valid_gpu_uuid_text(gpu_uuid)) {
+        return error("not a GPU UUID: " + quote(gpu_uuid));
+    }
+    if (!valid_mig_profile(profile)) {
+        return error("not a MIG profile name: " + quote(profile));
+    }
+    auto [it, added] = gi_profiles_.emplace(std::pair{lower(gpu_uuid), gi}, std::string(profile));
+    if (!added && it->second != profile) {
+        return error(format("GI %u of %s: two profile names, ", gi, quote(gpu_uuid).c_str()) +
+                     quote(it->second) + " and " + quote(profile));
+    }
+    return {};
+}
+
+std::string MigNames::gi_profile(std::string_view gpu_uuid, unsigned gi) const {
+    auto it = gi_profiles_.find(std::pair{lower(gpu_uuid), gi});
+    return it == gi_profiles_.end() ? std::string() : it->second;
+}
+
+const MigName* MigNames::find(std::string_view gpu_uuid, unsigned gi, unsigned ci) const {
+    auto it = instances_.find(MigNameKey{lower(gpu_uuid), gi, ci});
+    return it == instances_.end() ? nullptr : &it->second;
+}
+
+const MigNameGpu* MigNames::gpu(std::string_view gpu_uuid) const {
+    auto it = gpus_.find(lower(gpu_uuid));
+    return it == gpus_.end() ? nullptr : &it->second;
+}
+
+void apply_mig_names(std::vector<MigInstance>& instances, const MigNames& names,
+                     Diagnostics& diagnostics) {
+    std::vector<std::string> no_profile;
+    std::vector<std::string> no_uuid;
+    std::vector<MigNameKey> used;
+    for (MigInstance& instance : instances) {
+        const MigName* name = instance.gpu_uuid.empty()
+                                  ? nullptr
+                                  : names.find(instance.gpu_uuid, instance.gi, instance.ci);
+        if (name != nullptr) {
+            used.push_back({lower(instance.gpu_uuid), instance.gi, instance.ci});
+            instance.profile = name->profile;
+            instance.uuid = name->uuid;
+        }
+        if (instance.profile.empty()) {
+            no_profile.push_back(instance.key());
+        }
+        if (instance.uuid.empty()) {
+            no_uuid.push_back(instance.key());
+        }
+    }
+    std::string source = names.source().empty() ? std::string("no source") : names.source();
+    if (!no_profile.empty() || !no_uuid.empty()) {
+        std::string what;
+        if (!no_profile.empty()) {
+            what = format("%zu without a profile name (%s)", no_profile.size(),
+                          instance_list(no_profile).c_str());
+        }
+        if (!no_uuid.empty()) {
+            what +=
+                (what.empty() ? "" : "; ") + format("%zu without a MIG UUID (%s)", no_uuid.size(),
+                                                    instance_list(no_uuid).c_str());
+        }
+        diagnostics.warning(
+            "MIG instances unknown to " + source + ": " + what +
+            ". These stay unknown (never guessed). Give them with the driver's NVML "
+            "(libnvidia-ml.so.1, dynamic build) or saved nvidia-smi output: --nvidia-smi-output "
+            "DIR with L.txt (nvidia-smi -L), q.xml (nvidia-smi -q -x, for UUIDs) and "
+            "mig-lci.txt (nvidia-smi mig -lci, as root, for profiles), taken after the last "
+            "MIG change");
+    }
+    std::sort(used.begin(), used.end());
+    std::vector<std::string> stale;
+    for (const auto& [key, name] : names.instances()) {
+        if (!std::binary_search(used.begin(), used.end(), key)) {
+            stale.push_back(format("GI %u CI %u of ", key.gi, key.ci) + quote(key.gpu_uuid, 48));
+        }
+    }
+    if (!stale.empty()) {
+        diagnostics.warning(format("%zu MIG instances named by ", stale.size()) + source +
+                            " are not in the driver's capability files, so not used (" +
+                            instance_list(stale) +
+                            "): take the output again after the last nvidia-smi mig change");
+    }
+}
+
+} // namespace gpuinit

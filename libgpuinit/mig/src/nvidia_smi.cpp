@@ -1,0 +1,802 @@
+// nvidia-smi's output as MIG names: the parsers (hostile input, line by
+// line), their join, the saved-output directory and the runner. Where the
+// formats come from: see names.cpp.
+#include "gpuinit/base/spawn.hpp"
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/mig/names.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
+
+namespace gpuinit {
+
+namespace {
+
+// GPU indices, GI and CI ids as the driver bounds them: 32 GPUs in the cap
+// table (nvidia-smi may show more GPUs without MIG), GI ids 0..14, CI 0..7.
+constexpr uint64_t kMaxSmiIndex = 1023;
+constexpr uint64_t kMaxMigDevice = 127;
+constexpr uint64_t kMaxGi = 14;
+constexpr uint64_t kMaxCi = 7;
+constexpr uint64_t kMaxProfileId = 255;
+// Nesting of -q -x: nvidia_smi_log/gpu/mig_devices/mig_device/... is 6 deep.
+constexpr size_t kMaxXmlDepth = 16;
+
+Diagnostic at(std::string_view source, size_t line, std::string message) {
+    return parse_error(source, line, std::move(message));
+}
+
+std::optional<unsigned> number(std::string_view text, uint64_t max) {
+    auto value = parse_decimal(text, max);
+    if (!value) {
+        return std::nullopt;
+    }
+    return static_cast<unsigned>(*value);
+}
+
+std::string lower_copy(std::string_view text) {
+    std::string out(text);
+    std::transform(out.begin(), out.end(), out.begin(), [](char c) {
+        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    });
+    return out;
+}
+
+// The "(UUID: X)" at the end of a -L line: X, and the text before it.
+bool split_uuid_suffix(std::string_view line, std::string_view& before, std::string_view& uuid) {
+    constexpr std::string_view kOpen = "(UUID: ";
+    if (!line.ends_with(')')) {
+        return false;
+    }
+    size_t open = line.rfind(kOpen);
+    if (open == std::string_view::npos) {
+        return false;
+    }
+    uuid = line.substr(open + kOpen.size(), line.size() - 1 - open - kOpen.size());
+    before = trim(line.substr(0, open));
+    return true;
+}
+
+Status check_mig_uuid(std::string_view uuid, std::string_view source, size_t line) {
+    if (old_mig_uuid_form(uuid)) {
+        return at(source, line,
+                  "MIG UUID " + quote(uuid, 96) +
+                      " is in the old MIG-GPU-<uuid>/<gi>/<ci> form, which drivers from R470 on "
+                      "reject: upgrade the driver to R470 or later and save the output again");
+    }
+    if (!valid_mig_uuid(uuid)) {
+        return at(source, line, "not a MIG UUID (MIG-<uuid>): " + quote(uuid));
+    }
+    return {};
+}
+
+// The words of a "| ... |" table row, or nullopt when the line is not one.
+std::optional<std::vector<std::string_view>> row_words(std::string_view line) {
+    if (line.size() < 2 || line.front() != '|' || line.back() != '|') {
+        return std::nullopt;
+    }
+    return split_words(line.substr(1, line.size() - 2));
+}
+
+bool border(std::string_view line) {
+    return line.size() >= 2 && line.front() == '+' &&
+           std::all_of(line.begin(), line.end(), [](char c) { return c == '+' || c == '-'; });
+}
+
+bool rule_row(std::string_view line) {
+    return line.size() >= 2 && line.front() == '|' && line.back() == '|' &&
+           std::all_of(line.begin() + 1, line.end() - 1,
+                       [](char c) { return c == '=' || c == '+'; });
+}
+
+bool header_row(const std::vector<std::string_view>& words) {
+    static const std::set<std::string_view> kHeader = {
+        "GPU",      "Compute", "instances:", "Name",      "Profile",
+        "Instance", "ID",      "Placement",  "Start:Size"};
+    return !words.empty() && std::all_of(words.begin(), words.end(),
+                                         [](std::string_view w) { return kHeader.contains(w); });
+}
+
+// "Start:Size", both small numbers.
+bool placement(std::string_view word) {
+    size_t colon = word.find(':');
+    return colon != std::string_view::npos && number(word.substr(0, colon), 255) &&
+           number(word.substr(colon + 1), 255);
+}
+
+// Lines nvidia-smi prints instead of a table, and what to do about them.
+std::optional<Diagnostic> table_failure(std::string_view line, std::string_view source,
+                                        size_t number_of_line) {
+    std::string low = lower_copy(line);
+    if (low.find("insufficient permissions") != std::string::npos ||
+        low.find("permission") != std::string::npos) {
+        return at(source, number_of_line,
+                  quote(line, 96) + ": nvidia-smi mig lists instances only for root; save its "
+                                    "output as root");
+    }
+    return std::nullopt;
+}
+
+// Shared by -lgi and -lci: walks the table, hands data rows to `row`.
+template <typename Row>
+Status walk_table(std::string_view text, std::string_view source, std::string_view title,
+                  std::string_view none_found, Row row) {
+    std::vector<std::string_view> lines = split_lines(text);
+    for (size_t i = 0; i < lines.size(); ++i) {
+        size_t line_no = i + 1;
+        std::string_view line = trim(lines[i]);
+        if (line.empty() || border(line) || rule_row(line)) {
+            continue;
+        }
+        if (line.starts_with(none_found)) {
+            continue;
+        }
+        auto words = row_words(line);
+        if (!words) {
+            if (auto failure = table_failure(line, source, line_no)) {
+                return *failure;
+            }
+            return at(source, line_no,
+                      "not a line of " + std::string(title) + ": " + quote(line, 96));
+        }
+        if (words->empty() || header_row(*words)) {
+            continue;
+        }
+        if (Status taken = row(*words, line_no); !taken) {
+            return taken;
+        }
+    }
+    return {};
+}
+
+// ---- -q -x ---------------------------------------------------------------
+
+bool tag_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+}
+
+// The name at the start of `text` (after '<' or "</").
+std::string_view tag_name(std::string_view text) {
+    size_t n = 0;
+    while (n < text.size() && tag_char(text[n])) {
+        ++n;
+    }
+    return text.substr(0, n);
+}
+
+std::string xml_text(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        bool replaced = false;
+        for (auto [entity, c] : {std::pair<std::string_view, char>{"&amp;", '&'},
+                                 {"&lt;", '<'},
+                                 {"&gt;", '>'},
+                                 {"&quot;", '"'},
+                                 {"&apos;", '\''}}) {
+            if (text.starts_with(entity)) {
+                out += c;
+                text.remove_prefix(entity.size());
+                replaced = true;
+                break;
+            }
+        }
+        if (!replaced) {
+            out += text.front();
+            text.remove_prefix(1);
+        }
+    }
+    return out;
+}
+
+struct MigInProgress {
+    std::optional<unsigned> index;
+    std::optional<unsigned> gi;
+    std::optional<unsigned> ci;
+    size_t line = 0;
+};
+
+} // namespace
+
+Result<std::vector<SmiListGpu>> parse_nvidia_smi_list(std::string_view text,
+                                                      std::string_view source) {
+    std::vector<SmiListGpu> gpus;
+    std::set<unsigned> indices;
+    std::set<std::string> uuids;
+    std::vector<std::string_view> lines = split_lines(text);
+    for (size_t i = 0; i < lines.size(); ++i) {
+        size_t line_no = i + 1;
+        std::string_view line = trim(lines[i]);
+        if (line.empty() || line == "No devices found.") {
+            continue;
+        }
+        std::string_view before;
+        std::string_view uuid;
+        if (line.starts_with("GPU ")) {
+            size_t colon = line.find(": ");
+            if (colon == std::string_view::npos || !split_uuid_suffix(line, before, uuid) ||
+                before.size() < colon + 2) {
+                return at(source, line_no,
+                          "not a GPU line of nvidia-smi -L (GPU N: NAME (UUID: GPU-...)): " +
+                              quote(line, 96));
+            }
+            auto index = number(line.substr(4, colon - 4), kMaxSmiIndex);
+            if (!index) {
+                return at(source, line_no,
+                          "GPU index " + quote(line.substr(4, colon - 4)) + " is not a number");
+            }
+            SmiListGpu gpu;
+            gpu.index = *index;
+            gpu.name = std::string(trim(before.substr(colon + 2)));
+            gpu.uuid = std::string(uuid);
+            gpu.line = line_no;
+            if (!valid_gpu_uuid(gpu.uuid) || gpu.uuid.size() != 40) {
+                return at(source, line_no, "not a GPU UUID: " + quote(gpu.uuid));
+            }
+            if (!indices.insert(gpu.index).second) {
+                return at(source, line_no, format("GPU %u is listed twice", gpu.index));
+            }
+            if (!uuids.insert(lower_copy(gpu.uuid)).second) {
+                return at(source, line_no, "GPU UUID " + quote(gpu.uuid) + " is listed twice");
+            }
+            gpus.push_back(std::move(gpu));
+            continue;
+        }
+        if (line.starts_with("MIG ")) {
+            if (!split_uuid_suffix(line, before, uuid)) {
+                return at(source, line_no,
+                          "not a MIG line of nvidia-smi -L (MIG PROFILE Device N: (UUID: "
+                          "MIG-...)): " +
+                              quote(line, 96));
+            }
+            if (gpus.empty()) {
+                return at(source, line_no, "a MIG device before any GPU line");
+            }
+            std::vector<std::string_view> words = split_words(before);
+            if (words.size() != 4 || words[2] != "Device" || !words[3].ends_with(':')) {
+                return at(source, line_no,
+                          "not a MIG line of nvidia-smi -L (MIG PROFILE Device N: (UUID: "
+                          "MIG-...)): " +
+                              quote(line, 96));
+            }
+            SmiListMig mig;
+            auto device = number(words[3].substr(0, words[3].size() - 1), kMaxMigDevice);
+            if (!device) {
+                return at(source, line_no,
+                          "MIG device index " + quote(words[3]) + " is not a number");
+            }
+            if (!valid_mig_profile(words[1])) {
+                return at(source, line_no, "not a MIG profile name: " + quote(words[1]));
+            }
+            if (Status checked = check_mig_uuid(uuid, source, line_no); !checked) {
+                return checked.error();
+            }
+            mig.device = *device;
+            mig.profile = std::string(words[1]);
+            mig.uuid = std::string(uuid);
+            mig.line = line_no;
+            for (const SmiListMig& other : gpus.back().migs) {
+                if (other.device == mig.device) {
+                    return at(source, line_no,
+                              format("MIG device %u of GPU %u is listed twice", mig.device,
+                                     gpus.back().index));
+                }
+            }
+            if (!uuids.insert(lower_copy(mig.uuid)).second) {
+                return at(source, line_no, "MIG UUID " + quote(mig.uuid) + " is listed twice");
+            }
+            gpus.back().migs.push_back(std::move(mig));
+            continue;
+        }
+        std::string low = lower_copy(line);
+        if (low.find("nvidia-smi has failed") != std::string::npos ||
+            low.find("driver") != std::string::npos) {
+            return at(source, line_no,
+                      "nvidia-smi failed: " + quote(line, 96) +
+                          ": load the driver and take the output again");
+        }
+        return at(source, line_no, "not a line of nvidia-smi -L: " + quote(line, 96));
+    }
+    return gpus;
+}
+
+Result<std::vector<SmiGpuInstance>> parse_nvidia_smi_lgi(std::string_view text,
+                                                         std::string_view source) {
+    std::vector<SmiGpuInstance> rows;
+    std::set<std::pair<unsigned, unsigned>> seen;
+    Status walked = walk_table(
+        text, source, "nvidia-smi mig -lgi", "No GPU instances found",
+        [&](const std::vector<std::string_view>& w, size_t line_no) -> Status {
+            // GPU, "MIG", profile, profile id, GI id[, placement]
+            if ((w.size() != 5 && w.size() != 6) || w[1] != "MIG" ||
+                (w.size() == 6 && !placement(w[5]))) {
+                return at(source, line_no,
+                          "not a GPU instance row (GPU MIG PROFILE PROFILE-ID GI-ID START:SIZE)");
+            }
+            SmiGpuInstance row;
+            auto gpu = number(w[0], kMaxSmiIndex);
+            auto profile_id = number(w[3], kMaxProfileId);
+            auto gi = number(w[4], kMaxGi);
+            if (!gpu || !profile_id || !gi) {
+                return at(source, line_no,
+                          format("GPU index (0-%u), profile id (0-%u) or GI id (0-%u) out of "
+                                 "range",
+                                 static_cast<unsigned>(kMaxSmiIndex),
+                                 static_cast<unsigned>(kMaxProfileId),
+                                 static_cast<unsigned>(kMaxGi)));
+            }
+            if (!valid_mig_profile(w[2])) {
+                return at(source, line_no, "not a MIG profile name: " + quote(w[2]));
+            }
+            if (!seen.insert({*gpu, *gi}).second) {
+                return at(source, line_no, format("GI %u of GPU %u is listed twice", *gi, *gpu));
+            }
+            row.gpu_index = *gpu;
+            row.profile = std::string(w[2]);
+            row.profile_id = *profile_id;
+            row.gi = *gi;
+            row.line = line_no;
+            rows.push_back(std::move(row));
+            return {};
+        });
+    if (!walked) {
+        return walked.error();
+    }
+    return rows;
+}
+
+Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view text,
+                                                             std::string_view source) {
+    std::vector<SmiComputeInstance> rows;
+    std::set<std::tuple<unsigned, unsigned, unsigned>> seen;
+    Status walked = walk_table(
+        text, source, "nvidia-smi mig -lci", "No compute instances found",
+        [&](const std::vector<std::string_view>& w, size_t line_no) -> Status {
+            // GPU, GI id, "MIG", profile, profile id, CI id[, placement]
+            if ((w.size() != 6 && w.size() != 7) || w[2] != "MIG" ||
+                (w.size() == 7 && !placement(w[6]))) {
+                return at(source, line_no,
+                          "not a compute instance row (GPU GI-ID MIG PROFILE PROFILE-ID CI-ID "
+                          "START:SIZE)");
+            }
+            auto gpu = number(w[0], kMaxSmiIndex);
+            auto gi = number(w[1], kMaxGi);
+            auto profile_id = number(w[4], kMaxProfileId);
+            auto ci = number(w[5], kMaxCi);
+            if (!gpu || !gi || !profile_id || !ci) {
+                return at(source, line_no,
+                          format("GPU index (0-%u), GI id (0-%u), profile id (0-%u) or CI id "
+                                 "(0-%u) out of range",
+                                 static_cast<unsigned>(kMaxSmiIndex), static_cast<unsigned>(kMaxGi),
+                                 static_cast<unsigned>(kMaxProfileId),
+                                 static_cast<unsigned>(kMaxCi)));
+            }
+            if (!valid_mig_profile(w[3])) {
+                return at(source, line_no, "not a MIG profile name: " + quote(w[3]));
+            }
+            if (!seen.insert({*gpu, *gi, *ci}).second) {
+                return at(source, line_no,
+                          format("CI %u of GI %u of GPU %u is listed twice", *ci, *gi, *gpu));
+            }
+            SmiComputeInstance row;
+            row.gpu_index = *gpu;
+            row.gi = *gi;
+            row.profile = std::string(w[3]);
+            row.profile_id = *profile_id;
+            row.ci = *ci;
+            row.line = line_no;
+            rows.push_back(std::move(row));
+            return {};
+        });
+    if (!walked) {
+        return walked.error();
+    }
+    return rows;
+}
+
+Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
+                                                            std::string_view source) {
+    std::vector<SmiQueryGpu> gpus;
+    std::vector<std::string> stack;
+    std::optional<MigInProgress> mig;
+    bool seen_root = false;
+    std::vector<std::string_view> lines = split_lines(text);
+    auto path_is = [&stack](std::initializer_list<std::string_view> path) {
+        return stack.size() == path.size() && std::equal(stack.begin(), stack.end(), path.begin());
+    };
+    for (size_t i = 0; i < lines.size(); ++i) {
+        size_t line_no = i + 1;
+        std::string_view line = trim(lines[i]);
+        if (line.empty()) {
+            continue;
+        }
+        if (line.front() != '<') {
+            if (line.find('<') != std::string_view::npos) {
+                return at(source, line_no, "text and an element on one line: " + quote(line));
+            }
+            continue; // element text on a line of its own ("None", "N/A")
+        }
+        if (line.starts_with("<?") || line.starts_with("<!")) {
+            if (!stack.empty() || line.back() != '>') {
+                return at(source, line_no, "a declaration inside the document: " + quote(line));
+            }
+            continue;
+        }
+        if (line.starts_with("</")) {
+            std::string_view name = tag_name(line.substr(2));
+            if (line != "</" + std::string(name) + ">") {
+                return at(source, line_no, "not a closing tag: " + quote(line));
+            }
+            if (stack.empty() || stack.back() != name) {
+                return at(
+                    source, line_no,
+                    "closing tag " + quote(name) + " does not match " +
+                        (stack.empty() ? std::string("any open element") : quote(stack.back())));
+            }
+            if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
+                if (!mig->index || !mig->gi || !mig->ci) {
+                    return at(source, mig->line,
+                              "a <mig_device> without <index>, <gpu_instance_id> and "
+                              "<compute_instance_id>");
+                }
+                for (const SmiQueryMig& other : gpus.back().migs) {
+                    if (other.index == *mig->index) {
+                        return at(source, mig->line,
+                                  format("MIG device %u is listed twice", *mig->index));
+                    }
+                    if (other.gi == *mig->gi && other.ci == *mig->ci) {
+                        return at(source, mig->line,
+                                  format("GI %u CI %u is listed twice", *mig->gi, *mig->ci));
+                    }
+                }
+                gpus.back().migs.push_back({*mig->index, *mig->gi, *mig->ci, mig->line});
+                mig.reset();
+            } else if (path_is({"nvidia_smi_log", "gpu"})) {
+                if (gpus.back().uuid.empty()) {
+                    return at(source, gpus.back().line, "a <gpu> without <uuid>");
+                }
+            }
+            stack.pop_back();
+            continue;
+        }
+        std::string_view name = tag_name(line.substr(1));
+        if (name.empty()) {
+            return at(source, line_no, "not an element: " + quote(line));
+        }
+        std::string_view rest = line.substr(1 + name.size());
+        if (rest == "/>" || (rest.starts_with(" ") && rest.ends_with("/>") &&
+                             rest.find('<') == std::string_view::npos)) {
+            continue; // empty element
+        }
+        if (rest == ">" || (rest.starts_with(" ") && rest.ends_with(">") &&
+                            rest.find('<') == std::string_view::npos)) {
+            if (stack.size() >= kMaxXmlDepth) {
+                return at(source, line_no, "elements nested too deep");
+            }
+            if (stack.empty()) {
+                if (name != "nvidia_smi_log" || seen_root) {
+                    return at(source, line_no,
+                              "not nvidia-smi -q -x output: the document is " + quote(name));
+                }
+                seen_root = true;
+            }
+            stack.emplace_back(name);
+            if (path_is({"nvidia_smi_log", "gpu"})) {
+                SmiQueryGpu gpu;
+                gpu.line = line_no;
+                gpus.push_back(std::move(gpu));
+            } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
+                mig = MigInProgress{};
+                mig->line = line_no;
+            }
+            continue;
+        }
+        // <name[ attributes]>text</name> on one line
+        std::string closing = "</" + std::string(name) + ">";
+        size_t gt = rest.find('>');
+        std::string_view attributes = rest.substr(0, gt);
+        if (gt == std::string_view::npos || (!attributes.empty() && !attributes.starts_with(' ')) ||
+            attributes.find('<') != std::string_view::npos || !rest.ends_with(closing) ||
+            rest.size() < gt + 1 + closing.size()) {
+            return at(source, line_no,
+                      "not one element on its line (as nvidia-smi -q -x writes it): " +
+                          quote(line));
+        }
+        std::string_view value = rest.substr(gt + 1, rest.size() - gt - 1 - closing.size());
+        if (value.find('<') != std::string_view::npos) {
+            return at(source, line_no, "more than one element on a line: " + quote(line));
+        }
+        if (stack.empty()) {
+            return at(source, line_no, "an element outside <nvidia_smi_log>");
+        }
+        std::string decoded = xml_text(trim(value));
+        if (path_is({"nvidia_smi_log", "gpu"})) {
+            SmiQueryGpu& gpu = gpus.back();
+            if (name == "uuid") {
+                if (!gpu.uuid.empty() || !valid_gpu_uuid(decoded) || decoded.size() != 40) {
+                    return at(source, line_no, "not one GPU UUID: " + quote(decoded));
+                }
+                gpu.uuid = decoded;
+            } else if (name == "minor_number" && decoded != "N/A") {
+                auto minor = number(decoded, 255);
+                if (!minor || gpu.minor) {
+                    return at(source, line_no, "not one minor number: " + quote(decoded));
+                }
+                gpu.minor = minor;
+            } else if (name == "product_name") {
+                gpu.name = decoded;
+            }
+        } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
+            std::optional<unsigned>* field = name == "index"                 ? &mig->index
+                                             : name == "gpu_instance_id"     ? &mig->gi
+                                             : name == "compute_instance_id" ? &mig->ci
+                                                                             : nullptr;
+            uint64_t max = name == "index"             ? kMaxMigDevice
+                           : name == "gpu_instance_id" ? kMaxGi
+                                                       : kMaxCi;
+            if (field != nullptr) {
+                auto value_number = number(decoded, max);
+                if (!value_number || field->has_value()) {
+                    return at(source, line_no,
+                              "not one " + std::string(name) +
+                                  format(" (0-%u): ", static_cast<unsigned>(max)) + quote(decoded));
+                }
+                *field = value_number;
+            }
+        }
+    }
+    if (!stack.empty()) {
+        return at(source, lines.size(),
+                  "the output ends inside " + quote(stack.back()) +
+                      ": it is cut short; take it again");
+    }
+    if (!seen_root) {
+        return at(source, std::max<size_t>(1, lines.size()),
+                  "no <nvidia_smi_log>: not nvidia-smi -q -x output");
+    }
+    return gpus;
+}
+
+Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnostics& diagnostics,
+                                           std::string source) {
+    if (!texts.list) {
+        return error("the output of nvidia-smi -L is needed: it maps nvidia-smi's GPU indices to "
+                     "GPU UUIDs (" +
+                     texts.list_source + ")");
+    }
+    auto list = parse_nvidia_smi_list(*texts.list, texts.list_source);
+    if (!list) {
+        return list.error();
+    }
+    MigNames names(std::move(source));
+    std::map<unsigned, const SmiListGpu*> by_index;
+    std::map<std::string, const SmiListGpu*> by_uuid;
+    for (const SmiListGpu& gpu : *list) {
+        by_index.emplace(gpu.index, &gpu);
+        by_uuid.emplace(lower_copy(gpu.uuid), &gpu);
+        if (Status added = names.add_gpu(gpu.uuid, {gpu.index, std::nullopt, gpu.name}); !added) {
+            return parse_error(texts.list_source, gpu.line, added.error().message);
+        }
+    }
+    auto uuid_of = [&](unsigned index, std::string_view what, size_t line) -> const std::string* {
+        auto it = by_index.find(index);
+        if (it == by_index.end()) {
+            diagnostics.warning(format("GPU %u is not in ", index) + texts.list_source +
+                                    ": its instances are left out (take all outputs at once)",
+                                Location::in_file(std::string(what), line));
+            return nullptr;
+        }
+        return &it->second->uuid;
+    };
+
+    // CI profiles first: -lci names each CI itself.
+    if (texts.lci) {
+        auto lci = parse_nvidia_smi_lci(*texts.lci, texts.lci_source);
+        if (!lci) {
+            return lci.error();
+        }
+        for (const SmiComputeInstance& row : *lci) {
+            if (const std::string* uuid = uuid_of(row.gpu_index, texts.lci_source, row.line)) {
+                if (Status added = names.add_profile(*uuid, row.gi, row.ci, row.profile); !added) {
+                    return parse_error(texts.lci_source, row.line, added.error().message);
+                }
+            }
+        }
+    }
+    if (texts.lgi) {
+        auto lgi = parse_nvidia_smi_lgi(*texts.lgi, texts.lgi_source);
+        if (!lgi) {
+            return lgi.error();
+        }
+        for (const SmiGpuInstance& row : *lgi) {
+            if (const std::string* uuid = uuid_of(row.gpu_index, texts.lgi_source, row.line)) {
+                if (Status added = names.add_gi_profile(*uuid, row.gi, row.profile); !added) {
+                    return parse_error(texts.lgi_source, row.line, added.error().message);
+                }
+            }
+        }
+    }
+    if (texts.query_xml) {
+        auto query = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
+        if (!query) {
+            return query.error();
+        }
+        for (const SmiQueryGpu& gpu : *query) {
+            auto listed = by_uuid.find(lower_copy(gpu.uuid));
+            if (listed == by_uuid.end()) {
+                diagnostics.warning("GPU " + quote(gpu.uuid) + " is not in " + texts.list_source +
+                                        ": its MIG devices are left out (take all outputs at "
+                                        "once)",
+                                    Location::in_file(texts.query_source, gpu.line));
+                continue;
+            }
+            if (Status added = names.add_gpu(gpu.uuid, {std::nullopt, gpu.minor, gpu.name});
+                !added) {
+                return parse_error(texts.query_source, gpu.line, added.error().message);
+            }
+            std::set<unsigned> joined;
+            for (const SmiQueryMig& mig : gpu.migs) {
+                const std::vector<SmiListMig>& devices = listed->second->migs;
+                auto device =
+                    std::find_if(devices.begin(), devices.end(),
+                                 [&](const SmiListMig& m) { return m.device == mig.index; });
+                if (device == devices.end()) {
+                    diagnostics.warning(
+                        format("MIG device %u (GI %u CI %u) of GPU ", mig.index, mig.gi, mig.ci) +
+                            quote(gpu.uuid) + " is not in " + texts.list_source +
+                            ": its UUID is unknown (take all outputs at once)",
+                        Location::in_file(texts.query_source, mig.line));
+                    continue;
+                }
+                joined.insert(mig.index);
+                if (Status added = names.add_uuid(gpu.uuid, mig.gi, mig.ci, device->uuid); !added) {
+                    return parse_error(texts.query_source, mig.line, added.error().message);
+                }
+                // -L's name for the device; -lci's, when given, came first and stays.
+                const MigName* known = names.find(gpu.uuid, mig.gi, mig.ci);
+                if (known == nullptr || known->profile.empty()) {
+                    if (Status added = names.add_profile(gpu.uuid, mig.gi, mig.ci, device->profile);
+                        !added) {
+                        return parse_error(texts.list_source, device->line, added.error().message);
+                    }
+                }
+            }
+            for (const SmiListMig& device : listed->second->migs) {
+                if (!joined.contains(device.device)) {
+                    diagnostics.warning(format("MIG device %u of GPU ", device.device) +
+                                            quote(gpu.uuid) + " is not in " + texts.query_source +
+                                            ": its GI and CI, so where its UUID belongs, are "
+                                            "unknown (take all outputs at once)",
+                                        Location::in_file(texts.list_source, device.line));
+                }
+            }
+        }
+    }
+    return names;
+}
+
+Result<MigNames> load_nvidia_smi_output(const std::string& dir, Diagnostics& diagnostics) {
+    auto root = Sysroot::open(dir);
+    if (!root) {
+        return root.error();
+    }
+    NvidiaSmiTexts texts;
+    auto shown = [&dir](std::string_view name) { return dir + "/" + std::string(name); };
+    struct Wanted {
+        std::string_view name;
+        std::optional<std::string>* text;
+        std::string* source;
+    };
+    for (Wanted wanted : {Wanted{kSmiListFile, &texts.list, &texts.list_source},
+                          Wanted{kSmiQueryFile, &texts.query_xml, &texts.query_source},
+                          Wanted{kSmiLgiFile, &texts.lgi, &texts.lgi_source},
+                          Wanted{kSmiLciFile, &texts.lci, &texts.lci_source}}) {
+        *wanted.source = shown(wanted.name);
+        auto exists = root->exists(wanted.name);
+        if (!exists) {
+            return exists.error();
+        }
+        if (!*exists) {
+            continue;
+        }
+        auto text = root->read_file(wanted.name, kSmiOutputLimit);
+        if (!text) {
+            return text.error();
+        }
+        *wanted.text = std::move(*text);
+    }
+    if (!texts.list) {
+        return error(shown(kSmiListFile) +
+                     ": missing; save the output of nvidia-smi -L there (and nvidia-smi -q -x "
+                     "as q.xml for MIG UUIDs)");
+    }
+    return mig_names_from_nvidia_smi(texts, diagnostics, "nvidia-smi output in " + dir);
+}
+
+Result<std::string> find_nvidia_smi() {
+    const char* path = std::getenv("PATH");
+    std::string_view rest = path != nullptr ? path : "";
+    while (!rest.empty()) {
+        size_t colon = rest.find(':');
+        std::string_view dir = rest.substr(0, colon);
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+        // A relative entry (or "") would run whatever the current directory holds.
+        if (!dir.starts_with('/')) {
+            continue;
+        }
+        std::string candidate = std::string(dir) + "/nvidia-smi";
+        struct stat st {};
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            ::access(candidate.c_str(), X_OK) == 0) {
+            return candidate;
+        }
+    }
+    return error("nvidia-smi is not on PATH: install the driver's utilities, or give saved "
+                 "output with --nvidia-smi-output DIR",
+                 ENOENT);
+}
+
+Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& program) {
+    std::string smi = program;
+    if (smi.empty()) {
+        auto found = find_nvidia_smi();
+        if (!found) {
+            return found.error();
+        }
+        smi = *found;
+    }
+    // The output of one command, or nullopt (after a warning) when it fails.
+    // Note: run_program neither bounds the output while reading nor times
+    // out; the size is checked after the fact.
+    auto run = [&](std::vector<std::string> args, bool required,
+                   const std::string& shown) -> Result<std::optional<std::string>> {
+        std::string output;
+        args.insert(args.begin(), smi);
+        auto status = run_program({args, {}, &output});
+        if (status && *status == 0 && output.size() <= kSmiOutputLimit) {
+            return std::optional<std::string>(std::move(output));
+        }
+        std::string why = !status ? status.error().message
+                          : output.size() > kSmiOutputLimit
+                              ? format("its output is over %zu bytes", kSmiOutputLimit)
+                              : format("it exited with status %d: ", *status) +
+                                    quote(trim(output.substr(0, 200)), 120);
+        if (required) {
+            return error(shown + ": " + why);
+        }
+        diagnostics.warning(shown + ": " + why + "; the names it gives are left out");
+        return std::optional<std::string>();
+    };
+    NvidiaSmiTexts texts;
+    texts.list_source = smi + " -L";
+    texts.query_source = smi + " -q -x";
+    texts.lgi_source = smi + " mig -lgi";
+    texts.lci_source = smi + " mig -lci";
+    auto list = run({"-L"}, true, texts.list_source);
+    if (!list) {
+        return list.error();
+    }
+    texts.list = std::move(*list);
+    for (auto [args, text, shown] :
+         {std::tuple{std::vector<std::string>{"-q", "-x"}, &texts.query_xml, texts.query_source},
+          std::tuple{std::vector<std::string>{"mig", "-lgi"}, &texts.lgi, texts.lgi_source},
+          std::tuple{std::vector<std::string>{"mig", "-lci"}, &texts.lci, texts.lci_source}}) {
+        auto output = run(args, false, shown);
+        if (!output) {
+            return output.error();
+        }
+        *text = std::move(*output);
+    }
+    return mig_names_from_nvidia_smi(texts, diagnostics, smi);
+}
+
+} // namespace gpuinit

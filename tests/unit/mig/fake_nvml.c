@@ -1,0 +1,137 @@
+/* A stand-in for the driver's libnvidia-ml.so.1, for test_nvml.cpp: only the
+ * entry points gpuinit resolves, over a fixed layout of two GPUs.
+ *   NVML GPU 0: GPU-558ce121-...0001 (the fixture's minor 1), MIG on; MIG
+ *     device 0 = GI 7 CI 0 (1g.10gb), device 1 missing (a gap), device 2 =
+ *     GI 1 CI 0 (2c.3g.40gb), device 3 = GI 1 CI 1 (1c.3g.40gb).
+ *   NVML GPU 1: GPU-558ce120-...0000 (minor 0), MIG off.
+ * FAKE_NVML_SCENARIO changes it: "init-fails" (no driver), "old-uuid" (MIG
+ * UUIDs in the pre-R470 MIG-GPU-<uuid>/<gi>/<ci> form), "odd-name" (a MIG
+ * device name without "MIG <profile>"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+
+struct nvmlDevice_st {
+    int gpu; /* NVML index of the GPU (or the parent) */
+    int mig; /* MIG device index, -1 for a GPU */
+    unsigned gi;
+    unsigned ci;
+    const char* profile;
+};
+
+static struct nvmlDevice_st gpus[2] = {{0, -1, 0, 0, NULL}, {1, -1, 0, 0, NULL}};
+static struct nvmlDevice_st migs[4] = {{0, 0, 7, 0, "1g.10gb"},
+                                       {0, 1, 0, 0, NULL},
+                                       {0, 2, 1, 0, "2c.3g.40gb"},
+                                       {0, 3, 1, 1, "1c.3g.40gb"}};
+static const char* gpu_uuids[2] = {"GPU-558ce121-5b8b-16a1-87d4-ce157bba0001",
+                                   "GPU-558ce120-5b8b-16a1-87d4-ce157bba0000"};
+static int initialized;
+
+static int scenario(const char* name) {
+    const char* value = getenv("FAKE_NVML_SCENARIO");
+    return value != NULL && strcmp(value, name) == 0;
+}
+
+static nvmlReturn_t copy(const char* text, char* out, unsigned length) {
+    if (strlen(text) + 1 > length) {
+        return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+    }
+    memcpy(out, text, strlen(text) + 1);
+    return 0;
+}
+
+nvmlReturn_t nvmlInit_v2(void) {
+    if (scenario("init-fails")) {
+        return 9; /* NVML_ERROR_DRIVER_NOT_LOADED */
+    }
+    initialized = 1;
+    return 0;
+}
+
+nvmlReturn_t nvmlShutdown(void) {
+    initialized = 0;
+    return 0;
+}
+
+const char* nvmlErrorString(nvmlReturn_t code) {
+    return code == 9 ? "Driver Not Loaded" : code == 6 ? "Not Found" : "Unknown Error";
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+    if (!initialized) {
+        return 1; /* NVML_ERROR_UNINITIALIZED */
+    }
+    *count = 2;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device) {
+    if (index >= 2) {
+        return 2;
+    }
+    *device = &gpus[index];
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+    char text[96];
+    if (device->mig < 0) {
+        return copy(gpu_uuids[device->gpu], uuid, length);
+    }
+    if (scenario("old-uuid")) {
+        snprintf(text, sizeof text, "MIG-%s/%u/%u", gpu_uuids[device->gpu], device->gi, device->ci);
+    } else {
+        snprintf(text, sizeof text, "MIG-3c4c5a28-%04x-5001-a%03x-0007e54946%02x",
+                 0x1000u + device->gi, device->ci, 10u * device->gi + device->ci);
+    }
+    return copy(text, uuid, length);
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+    char text[96];
+    if (device->mig < 0 || scenario("odd-name")) {
+        return copy("NVIDIA A100 80GB PCIe", name, length);
+    }
+    snprintf(text, sizeof text, "NVIDIA A100 80GB PCIe MIG %s", device->profile);
+    return copy(text, name, length);
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
+    *current = device->gpu == 0 ? 1 : 0;
+    *pending = *current;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned* count) {
+    *count = device->gpu == 0 ? 7 : 0;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned index,
+                                                 nvmlDevice_t* mig) {
+    if (device->gpu != 0 || index >= 4 || migs[index].profile == NULL) {
+        return 6; /* NVML_ERROR_NOT_FOUND */
+    }
+    *mig = &migs[index];
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned* id) {
+    if (device->mig < 0) {
+        return 2;
+    }
+    *id = device->gi;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
+    if (device->mig < 0) {
+        return 2;
+    }
+    *id = device->ci;
+    return 0;
+}
