@@ -6,8 +6,10 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/base/unique_fd.hpp"
 #include "machine_fixture.hpp"
+#include "nvidia_smi_text.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -435,6 +437,47 @@ void add_persist_control(Corpus& corpus) {
     corpus.add("persist_control", udev + properties);
 }
 
+// nvidia-smi's outputs, -L, mig -lgi, mig -lci and -q -x joined with NULs
+// (fuzz_nvidia_smi cuts them apart), for several layouts.
+void add_nvidia_smi(Corpus& corpus) {
+    auto all = [](const std::vector<SmiFakeGpu>& gpus) {
+        return joined({smi_list(gpus), smi_lgi(gpus), smi_lci(gpus), smi_query_xml(gpus)});
+    };
+    std::vector<SmiFakeGpu> a100 = smi_a100_box([](unsigned minor) { return fake_uuid(minor); });
+    corpus.add("nvidia_smi", all(a100));
+    corpus.add("nvidia_smi", smi_list(a100));
+    corpus.add("nvidia_smi", joined({smi_list(a100), "", "", smi_query_xml(a100)}));
+    std::vector<SmiFakeGpu> renumbered = a100;
+    for (SmiFakeGpu& gpu : renumbered) {
+        gpu.index = 3 - gpu.minor;
+        std::reverse(gpu.instances.begin(), gpu.instances.end());
+    }
+    corpus.add("nvidia_smi", all(renumbered));
+    std::vector<SmiFakeGpu> mixed(a100.begin(), a100.begin() + 2);
+    mixed[1].name = "NVIDIA H100 80GB HBM3";
+    mixed[1].instances = {{1, 0, "3g.40gb", "2c.3g.40gb", 9, 1, 4, 4},
+                          {1, 1, "3g.40gb", "1c.3g.40gb", 9, 0, 4, 4},
+                          {13, 0, "1g.10gb+me", "1g.10gb+me", 20, 0, 1, 1}};
+    corpus.add("nvidia_smi", all(mixed));
+    std::vector<SmiFakeGpu> none(a100.begin(), a100.begin() + 1);
+    corpus.add("nvidia_smi", all(none));
+    std::string gpu0 = "GPU 0: NVIDIA A100 80GB PCIe (UUID: " + fake_uuid(0) + ")\n";
+    for (const std::string& text : {
+             gpu0 + "  MIG 1g.10gb Device  0: (UUID: MIG-" + fake_uuid(0) + "/7/0)\n",
+             gpu0 + gpu0,
+             std::string("No devices found.\n"),
+             std::string("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                         "driver.\n"),
+             joined({gpu0, "Insufficient Permissions\n", "Insufficient Permissions\n",
+                     "<nvidia_smi_log>\n<gpu id=\"x\">\n<uuid>GPU-</uuid>\n"}),
+             joined({gpu0, "|  0 MIG 1g.10gb 19 15 0:1 |\n", "|  0 7 MIG 1c.3g.40gb 0 8 0:1 |\n",
+                     "<nvidia_smi_log>\n\t<gpu>\n\t\t<mig_devices>\n\t\t\t<mig_device/>\n"
+                     "\t\t</mig_devices>\n\t</gpu>\n</nvidia_smi_log>\n"}),
+         }) {
+        corpus.add("nvidia_smi", text);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -447,6 +490,7 @@ int main(int argc, char** argv) {
     add_by_hand(corpus, argv[1]);
     add_persistence_rpc(corpus);
     add_persist_control(corpus);
+    add_nvidia_smi(corpus);
     corpus.write(argv[2]);
     return 0;
 }
