@@ -54,7 +54,7 @@ struct Layout {
     std::vector<SmiFakeGpu> smi;
 };
 
-Layout layout(std::string name, std::vector<SmiFakeInstance> instances) {
+Layout layout(const std::string& name, std::vector<SmiFakeInstance> instances) {
     Layout out;
     out.machine = testing::workstation(2);
     out.machine.mig_caps = true;
@@ -337,7 +337,7 @@ TEST(NvidiaSmi, HostileInputIsRefusedWithFileAndLine) {
     EXPECT_NE(cut.error().message.find("cut short"), std::string::npos);
     std::string no_ci = xml;
     no_ci.erase(no_ci.find("\t\t\t\t<compute_instance_id>"),
-                no_ci.find("\n", no_ci.find("<compute_instance_id>")) + 1 -
+                no_ci.find('\n', no_ci.find("<compute_instance_id>")) + 1 -
                     no_ci.find("\t\t\t\t<compute_instance_id>"));
     auto missing = parse_nvidia_smi_query_xml(no_ci, "q.xml");
     ASSERT_FALSE(missing);

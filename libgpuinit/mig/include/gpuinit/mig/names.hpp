@@ -10,11 +10,11 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/mig/instances.hpp"
 
-#include <compare>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,7 +33,13 @@ struct MigNameKey {
     std::string gpu_uuid; // "GPU-...", lowercase
     unsigned gi = 0;
     unsigned ci = 0;
-    auto operator<=>(const MigNameKey&) const = default;
+    // Spelled out: clang-tidy misreads a defaulted operator<=> (use-nullptr).
+    friend bool operator<(const MigNameKey& a, const MigNameKey& b) {
+        return std::tie(a.gpu_uuid, a.gi, a.ci) < std::tie(b.gpu_uuid, b.gi, b.ci);
+    }
+    friend bool operator==(const MigNameKey& a, const MigNameKey& b) {
+        return std::tie(a.gpu_uuid, a.gi, a.ci) == std::tie(b.gpu_uuid, b.gi, b.ci);
+    }
 };
 
 struct MigName {
