@@ -75,7 +75,7 @@ std::string lease_name(const MigInstance& instance) {
 }
 
 Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance>& instances,
-                              Diagnostics& diagnostics) {
+                              bool remove_stale, Diagnostics& diagnostics) {
     auto dir = SafeDir::open(root, kMigLeaseDir, kDirMode);
     if (!dir) {
         return dir.error();
@@ -146,6 +146,9 @@ Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance
             continue;
         }
         (replacing ? sync.repaired : sync.created).push_back(name);
+    }
+    if (!remove_stale) {
+        return sync;
     }
     auto names = dir->list();
     if (!names) {

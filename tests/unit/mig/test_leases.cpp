@@ -47,7 +47,7 @@ struct stat stat_of(const std::string& path) {
 
 LeaseSync sync_ok(const MigBox& box) {
     Diagnostics diagnostics;
-    auto sync = sync_leases(*box.root, box.instances, diagnostics);
+    auto sync = sync_leases(*box.root, box.instances, true, diagnostics);
     EXPECT_TRUE(sync) << sync.error().text();
     EXPECT_TRUE(diagnostics.empty()) << diagnostics.items().front().text();
     return sync ? *sync : LeaseSync{};
@@ -101,7 +101,7 @@ TEST(MigLeases, SyncReplacesSymlinksAndHardLinksAndRemovesStaleOnes) {
     std::ofstream(box.lease("gpu2-gi1-ci0")) << "";  // an instance that no longer exists
     std::ofstream(box.lease("notes.txt")) << "junk"; // not a lease
     Diagnostics diagnostics;
-    auto sync = sync_leases(*box.root, box.instances, diagnostics);
+    auto sync = sync_leases(*box.root, box.instances, true, diagnostics);
     ASSERT_TRUE(sync) << sync.error().text();
     EXPECT_EQ(sync->repaired, (std::vector<std::string>{"gpu1-gi9-ci0", "gpu1-gi10-ci0"}));
     EXPECT_EQ(sync->removed, std::vector<std::string>{"gpu2-gi1-ci0"});
@@ -181,7 +181,7 @@ TEST(MigLeases, ADirectoryOthersCanWriteIsRefused) {
     ASSERT_EQ(::symlink("real", (box.dir / "run/gpu-mig").c_str()), 0);
     EXPECT_FALSE(LeaseDir::open(*box.root));
     Diagnostics diagnostics;
-    EXPECT_FALSE(sync_leases(*box.root, box.instances, diagnostics));
+    EXPECT_FALSE(sync_leases(*box.root, box.instances, true, diagnostics));
 }
 
 // The fixture's proc has no processes: nothing holds anything.

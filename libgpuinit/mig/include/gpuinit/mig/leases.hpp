@@ -47,7 +47,8 @@ struct LeaseSync {
 };
 
 // Makes <root>/run/gpu-mig (0755) and a lease file for every instance, and
-// removes the lease files of instances that no longer exist. A good lease
+// removes the lease files of instances that no longer exist (only with
+// `remove_stale`: not when the instance list may be incomplete). A good lease
 // file is never replaced (a holder's fd on the old inode would lock nothing
 // on the new one); a wrong one is: anything but a regular file with one
 // link owned by this user, or one others could write. Runs as root on the
@@ -55,7 +56,7 @@ struct LeaseSync {
 // directory cannot be made or trusted; a lease that cannot be made is an
 // error in `diagnostics`.
 Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance>& instances,
-                              Diagnostics& diagnostics);
+                              bool remove_stale, Diagnostics& diagnostics);
 
 class LeaseDir {
   public:

@@ -1,0 +1,397 @@
+#include "gpuinit/mig/pick.hpp"
+
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/fs/safe_fs.hpp"
+#include "gpuinit/mig/holders.hpp"
+#include "gpuinit/mig/leases.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <set>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+
+namespace gpuinit {
+
+namespace {
+
+constexpr auto kPollPause = std::chrono::milliseconds(200);
+
+Diagnostic failure(std::string message, PickFailure reason, int code = 0) {
+    Diagnostic diagnostic = error(std::move(message), code);
+    diagnostic.reason = static_cast<int>(reason);
+    return diagnostic;
+}
+
+Diagnostic unusable(std::string message, int code = 0) {
+    return failure(std::move(message), PickFailure::Unusable, code);
+}
+
+// The GPUs the caller may open, in PCI address order: what indices count.
+Result<std::vector<const Gpu*>> openable_gpus(const Sysroot& root, const Machine& machine) {
+    auto dev = SafeDir::open(root, "dev");
+    if (!dev) {
+        return unusable("cannot map GPU indices: " + dev.error().message, dev.error().code);
+    }
+    std::vector<const Gpu*> gpus;
+    for (const Gpu& gpu : machine.gpus) {
+        std::string node = format("nvidia%u", gpu.minor);
+        if (::faccessat(dev->fd(), node.c_str(), R_OK | W_OK, AT_EACCESS | AT_SYMLINK_NOFOLLOW) ==
+            0) {
+            gpus.push_back(&gpu);
+        }
+    }
+    std::sort(gpus.begin(), gpus.end(), [](const Gpu* a, const Gpu* b) { return a->bdf < b->bdf; });
+    return gpus;
+}
+
+} // namespace
+
+Result<std::vector<MigInstance>> visible_instances(const Sysroot& root, const Machine& machine,
+                                                   const std::vector<MigInstance>& instances,
+                                                   const PickRequest& request) {
+    const char* variable =
+        request.cuda_visible_devices ? "CUDA_VISIBLE_DEVICES" : "NVIDIA_VISIBLE_DEVICES";
+    const std::optional<std::string>& setting = request.cuda_visible_devices
+                                                    ? request.cuda_visible_devices
+                                                    : request.nvidia_visible_devices;
+    std::set<unsigned> gpu_minors;
+    std::set<std::string> mig_uuids;
+    bool all = !setting || (!request.cuda_visible_devices && trim(*setting) == "all");
+    bool names_known = std::all_of(instances.begin(), instances.end(),
+                                   [](const MigInstance& i) { return !i.uuid.empty(); });
+    if (!all && !(!request.cuda_visible_devices &&
+                  (trim(*setting) == "none" || trim(*setting) == "void"))) {
+        std::optional<std::vector<const Gpu*>> by_index;
+        for (std::string_view entry : split_words(*setting)) {
+            // Entries are comma-separated; split_words took the spaces.
+            size_t start = 0;
+            while (start <= entry.size()) {
+                size_t comma = entry.find(',', start);
+                std::string_view token = trim(entry.substr(start, comma == std::string_view::npos
+                                                                      ? std::string_view::npos
+                                                                      : comma - start));
+                start = comma == std::string_view::npos ? entry.size() + 1 : comma + 1;
+                if (token.empty()) {
+                    continue;
+                }
+                if (token.starts_with("MIG-")) {
+                    if (!names_known) {
+                        return unusable(std::string(variable) + " names " + quote(token) +
+                                        ", but the MIG UUIDs of this machine are unknown (no NVML "
+                                        "or nvidia-smi output); give GPU UUIDs or indices");
+                    }
+                    auto found =
+                        std::find_if(instances.begin(), instances.end(),
+                                     [&](const MigInstance& i) { return i.uuid == token; });
+                    if (found == instances.end()) {
+                        return unusable(std::string(variable) + " names " + quote(token) +
+                                        ", which is no MIG instance of this machine; fix it");
+                    }
+                    mig_uuids.emplace(token);
+                    continue;
+                }
+                if (token.starts_with("GPU-")) {
+                    auto found = std::find_if(machine.gpus.begin(), machine.gpus.end(),
+                                              [&](const Gpu& gpu) { return gpu.uuid == token; });
+                    if (found == machine.gpus.end()) {
+                        return unusable(std::string(variable) + " names " + quote(token) +
+                                        ", which is no GPU of this machine; fix it");
+                    }
+                    gpu_minors.insert(found->minor);
+                    continue;
+                }
+                auto index = parse_decimal(token, 1024);
+                if (!index) {
+                    return unusable(std::string(variable) + " has " + quote(token) +
+                                    ", which is no index, GPU-UUID or MIG-UUID; fix it");
+                }
+                if (!by_index) {
+                    auto gpus = openable_gpus(root, machine);
+                    if (!gpus) {
+                        return gpus.error();
+                    }
+                    by_index = std::move(*gpus);
+                }
+                if (*index >= by_index->size()) {
+                    return unusable(format("%s names GPU index %u, but this job may open only "
+                                           "%zu GPUs (indices count the /dev/nvidiaN it may "
+                                           "open, in PCI order); give GPU UUIDs",
+                                           variable, static_cast<unsigned>(*index),
+                                           by_index->size()));
+                }
+                gpu_minors.insert((*by_index)[*index]->minor);
+            }
+        }
+    }
+    std::vector<MigInstance> visible;
+    for (const MigInstance& instance : instances) {
+        if (!all && gpu_minors.count(instance.gpu_minor) == 0 &&
+            mig_uuids.count(instance.uuid) == 0) {
+            continue;
+        }
+        if (!request.profile.empty()) {
+            if (instance.profile.empty()) {
+                return unusable("--profile " + quote(request.profile) + ": the profile of " +
+                                instance.key() +
+                                " is unknown (no NVML or nvidia-smi output); pick without "
+                                "--profile");
+            }
+            if (instance.profile != request.profile) {
+                continue;
+            }
+        }
+        visible.push_back(instance);
+    }
+    return visible;
+}
+
+Result<Pick> pick_instances(const Sysroot& root, const Machine& machine,
+                            const std::vector<MigInstance>& instances, const PickRequest& request,
+                            Diagnostics& diagnostics) {
+    auto candidates = visible_instances(root, machine, instances, request);
+    if (!candidates) {
+        return candidates.error();
+    }
+    if (request.need_uuid) {
+        for (const MigInstance& instance : *candidates) {
+            if (instance.uuid.empty()) {
+                return unusable("the MIG UUID of " + instance.key() +
+                                " is unknown (gpu-mig reads it from NVML or nvidia-smi "
+                                "output); use --format key");
+            }
+        }
+    }
+    if (candidates->size() < request.count) {
+        return unusable(format(
+            "%zu MIG instances are visible to this job%s, fewer than "
+            "--count %u",
+            candidates->size(),
+            request.profile.empty() ? "" : (" with profile " + quote(request.profile)).c_str(),
+            request.count));
+    }
+    if (!machine.caps_major) {
+        return unusable(root.display("proc/devices") +
+                        " has no nvidia-caps major: cannot tell which instances are in use "
+                        "(load the nvidia driver with MIG support)");
+    }
+    auto dir = LeaseDir::open(root);
+    if (!dir) {
+        Diagnostic refused = dir.error();
+        refused.reason = static_cast<int>(PickFailure::Unusable);
+        return refused;
+    }
+    std::set<std::string> warned;
+    auto deadline = std::chrono::steady_clock::now() + request.wait;
+    for (;;) {
+        Pick pick;
+        size_t leased = 0;
+        size_t skipped = 0;
+        std::set<pid_t> users;
+        size_t uninspected = 0;
+        size_t next = 0;
+        while (pick.instances.size() < request.count && next < candidates->size()) {
+            // Leases for as many as are still needed, then one scan for all.
+            Pick batch;
+            while (pick.instances.size() + batch.instances.size() < request.count &&
+                   next < candidates->size()) {
+                const MigInstance& instance = (*candidates)[next++];
+                auto lease = dir->take(instance);
+                if (!lease) {
+                    if (lease.error().reason == static_cast<int>(LeaseFailure::Held)) {
+                        ++leased;
+                        continue;
+                    }
+                    ++skipped;
+                    if (warned.insert(instance.key()).second) {
+                        Diagnostic warning = lease.error();
+                        warning.severity = Severity::Warning;
+                        diagnostics.add(warning);
+                    }
+                    continue;
+                }
+                batch.instances.push_back(instance);
+                batch.leases.push_back(std::move(*lease));
+            }
+            if (batch.instances.empty()) {
+                break;
+            }
+            std::vector<unsigned> minors;
+            for (const MigInstance& instance : batch.instances) {
+                minors.push_back(instance.ci_cap_minor);
+            }
+            auto holders = find_cap_holders(root, *machine.caps_major, minors);
+            if (!holders) {
+                Diagnostic refused = holders.error();
+                refused.reason = static_cast<int>(PickFailure::Unusable);
+                return refused;
+            }
+            uninspected = holders->uninspected;
+            for (size_t i = 0; i < batch.instances.size(); ++i) {
+                if (holders->busy(batch.instances[i].ci_cap_minor)) {
+                    for (pid_t pid : holders->by_minor.at(batch.instances[i].ci_cap_minor)) {
+                        users.insert(pid);
+                    }
+                    continue; // its lease closes with the batch
+                }
+                pick.instances.push_back(batch.instances[i]);
+                pick.leases.push_back(std::move(batch.leases[i]));
+            }
+        }
+        if (pick.instances.size() == request.count) {
+            return pick;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            std::string pids;
+            for (pid_t pid : users) {
+                pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+            }
+            std::string message =
+                format("no %u free MIG instance%s among the %zu visible to "
+                       "this job: %zu leased by other jobs",
+                       request.count, request.count == 1 ? "" : "s", candidates->size(), leased);
+            if (!users.empty()) {
+                message += ", in use by PID " + pids;
+            }
+            if (skipped != 0) {
+                message +=
+                    format(", %zu without a usable lease file (run 'gpu-mig sync')", skipped);
+            }
+            if (uninspected != 0) {
+                message +=
+                    format(" (%zu processes of other users could not be inspected)", uninspected);
+            }
+            message += request.wait.count() > 0
+                           ? format(" after waiting %lld s",
+                                    static_cast<long long>(request.wait.count() / 1000))
+                           : "; retry later or give --wait SECONDS";
+            return failure(message, PickFailure::NoneFree, EBUSY);
+        }
+        auto left = deadline - std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(kPollPause, left));
+    }
+}
+
+Result<InstanceUses> instance_uses(const Sysroot& root, const Machine& machine,
+                                   const std::vector<MigInstance>& instances,
+                                   Diagnostics& diagnostics) {
+    if (instances.empty()) {
+        return InstanceUses{};
+    }
+    if (!machine.caps_major) {
+        return unusable(root.display("proc/devices") +
+                        " has no nvidia-caps major: cannot tell which instances are in use "
+                        "(load the nvidia driver with MIG support)");
+    }
+    std::vector<unsigned> minors;
+    minors.reserve(instances.size());
+    for (const MigInstance& instance : instances) {
+        minors.push_back(instance.ci_cap_minor);
+    }
+    auto holders = find_cap_holders(root, *machine.caps_major, minors);
+    if (!holders) {
+        return holders.error();
+    }
+    auto dir = LeaseDir::open(root);
+    if (!dir) {
+        Diagnostic warning = dir.error();
+        warning.severity = Severity::Warning;
+        diagnostics.add(warning);
+    }
+    InstanceUses uses;
+    uses.uninspected = holders->uninspected;
+    for (const MigInstance& instance : instances) {
+        InstanceUse use{instance, std::nullopt, {}};
+        if (dir) {
+            auto held = dir->held(instance);
+            if (held) {
+                use.leased = *held;
+            } else {
+                Diagnostic warning = held.error();
+                warning.severity = Severity::Warning;
+                diagnostics.add(warning);
+            }
+        }
+        if (auto found = holders->by_minor.find(instance.ci_cap_minor);
+            found != holders->by_minor.end()) {
+            use.pids = found->second;
+        }
+        uses.uses.push_back(std::move(use));
+    }
+    return uses;
+}
+
+Status exec_holding(Pick& pick, const std::string& visible, char* const* argv) {
+    for (const UniqueFd& lease : pick.leases) {
+        if (::fcntl(lease.get(), F_SETFD, 0) != 0) {
+            return errno_error("cannot pass the lease on to the command");
+        }
+    }
+    if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
+        return errno_error("cannot set CUDA_VISIBLE_DEVICES");
+    }
+    ::execvp(argv[0], argv);
+    int saved = errno;
+    return os_error(saved, "cannot run " + quote(argv[0]));
+}
+
+Result<pid_t> keep_leases(Pick& pick, std::optional<pid_t> until) {
+    pid_t watched = until ? *until : ::getppid();
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, watched, 0)));
+    if (!pidfd.valid()) {
+        return errno_error(format("cannot watch PID %d to hold the lease until it exits "
+                                  "(pidfd_open needs Linux 5.3; use --hold)",
+                                  static_cast<int>(watched)));
+    }
+    // Our parent died before we watched it: we would watch its reaper.
+    if (!until && ::getppid() != watched) {
+        return error("the process that started gpu-mig exited before the lease was held; "
+                     "give --until PID",
+                     ESRCH);
+    }
+    pid_t keeper = ::fork();
+    if (keeper < 0) {
+        return errno_error("cannot fork the lease keeper");
+    }
+    if (keeper > 0) {
+        return keeper;
+    }
+    // The keeper: nothing but the leases and the pidfd stay open, so a
+    // command substitution reading our stdout ends when gpu-mig does.
+    ::setsid();
+    if (::chdir("/") != 0) {
+        _exit(1);
+    }
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) {
+        _exit(1);
+    }
+    for (int fd = 0; fd <= 2; ++fd) {
+        ::dup2(null, fd);
+    }
+    std::vector<int> keep = {pidfd.get()};
+    for (const UniqueFd& lease : pick.leases) {
+        keep.push_back(lease.get());
+    }
+    std::sort(keep.begin(), keep.end());
+    unsigned from = 3;
+    for (int fd : keep) {
+        if (static_cast<unsigned>(fd) > from) {
+            ::syscall(SYS_close_range, from, static_cast<unsigned>(fd) - 1, 0);
+        }
+        from = static_cast<unsigned>(fd) + 1;
+    }
+    ::syscall(SYS_close_range, from, ~0U, 0);
+    pollfd watch{pidfd.get(), POLLIN, 0};
+    while (::poll(&watch, 1, -1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+}
+
+} // namespace gpuinit
