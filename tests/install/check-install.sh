@@ -18,7 +18,7 @@ dest=$work/dest
 DESTDIR=$dest cmake --install "$build" --prefix /usr >"$work/log" 2>&1 ||
   { cat "$work/log"; fail "cmake --install failed"; }
 
-tools=(gpu-mknod gpu-modload gpu-persist)
+tools=(gpu-mknod gpu-modload gpu-persist gpu-mig)
 expected=(
   "f 644 /etc/default/gpu-restriction"
   "f 755 /etc/init.d/gpu-restriction"
@@ -30,6 +30,7 @@ expected=(
   "f 755 /usr/sbin/gpuinit"
   "f 755 /usr/share/initramfs-tools/hooks/gpu-restriction"
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
+  "f 644 /usr/share/man/man8/gpu-mig.8"
   "f 644 /usr/share/man/man8/gpu-mknod.8"
   "f 644 /usr/share/man/man8/gpu-modload.8"
   "f 644 /usr/share/man/man8/gpu-persist.8"

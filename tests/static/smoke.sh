@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of one static tool: it runs with no shared library at all,
 # answers --help, plans a --dry-run on a fixture root, and (gpu-mknod) makes
-# real nodes in a temporary copy of it (gpu-persist: runs its daemon there). Exit 77 (skipped) without root.
+# real nodes in a temporary copy of it (gpu-persist: runs its daemon there;
+# gpu-mig: syncs its leases there). Exit 77 (skipped) without root.
 #
 #   smoke.sh TOOL SAMPLE_ROOT FAKE_MODULES_DIR
 set -euo pipefail
@@ -77,6 +78,17 @@ gpu-persist)
   rc=0; wait "$daemon" || rc=$?
   [[ $rc == 0 ]] || fail "stopped with $rc: $(cat "$work/daemon.log")"
   [[ ! -e $work/root/run/gpu-persist/socket ]] || fail "socket left behind"
+  ;;
+gpu-mig)
+  # The sample has no MIG instances: sync makes the lease directory, list
+  # says there is nothing, pick exits 3 (cannot pick), not 4 (none free).
+  env -i "$tool" --root "$work/root" sync | grep -q "0 created, 0 repaired, 0 removed, 0 kept" ||
+    fail "sync"
+  [[ $(stat -c '%F %a' "$work/root/run/gpu-mig") == "directory 755" ]] || fail "sync's directory"
+  env -i "$tool" --root "$work/root" list | grep -q "no MIG instance" || fail "list"
+  env -i "$tool" --root "$work/root" list --json | grep -q '"instances":\[\]' || fail "list --json"
+  rc=0; env -i "$tool" --root "$work/root" pick --format key 2>/dev/null || rc=$?
+  [[ $rc == 3 ]] || fail "pick without instances exited $rc, not 3"
   ;;
 *)
   fail "no smoke test for this tool"

@@ -19,6 +19,7 @@ struct Command {
 extern const Command kMknodCommand;
 extern const Command kModloadCommand;
 extern const Command kPersistCommand;
+extern const Command kMigCommand;
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();

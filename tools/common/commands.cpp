@@ -5,7 +5,8 @@ namespace gpuinit::tools {
 
 namespace {
 
-constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand};
+constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand,
+                                        &kMigCommand};
 
 } // namespace
 

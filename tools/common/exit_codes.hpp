@@ -39,6 +39,18 @@ enum PersistExit : int {
     kPersistRefused = 6,     // client: the daemon refused the request (unknown GPU, ...)
 };
 
+// gpu-mig(8)
+enum MigExit : int {
+    kMigOk = 0,
+    kMigUsage = 1,
+    kMigPartial = 2, // sync: some lease could not be made; list: some instance unreadable
+    kMigCannotRun =
+        3,            // no usable leases or /proc, unknown UUIDs or profiles, bad *_VISIBLE_DEVICES
+    kMigNoneFree = 4, // pick: no free instance (after --wait)
+    kMigCommandCannotRun = 126, // pick --hold: CMD found but not executable
+    kMigCommandNotFound = 127,  // pick --hold: CMD not found
+};
+
 // The exit code for a failure of the modules layer (its ModuleFailure reason).
 int modload_exit_for(const Diagnostic& failure);
 
