@@ -1,0 +1,243 @@
+// gpu-mig pick as root and as a job user: real processes holding a real
+// CI cap node (in a private mount namespace, the machine's /proc/PID
+// directories are bind-mounted into the fixture's proc), read-only leases
+// flocked by an unprivileged uid, and lease files a user planted.
+#include "gpuinit/mig/leases.hpp"
+#include "machine_fixture.hpp"
+#include "root_helpers.hpp"
+#include "temp_dir.hpp"
+
+#include <csignal>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace gpuinit {
+
+using testing::a100_mig_box;
+using testing::oracle_ci_minor;
+using testing::run_in_child;
+using testing::run_process;
+using testing::TempDir;
+using testing::write_fixture;
+
+namespace {
+
+constexpr unsigned kCapsMajor = 235; // the fixture's nvidia-caps
+constexpr uid_t kJobUser = 65534;
+
+struct RootBox {
+    TempDir dir;
+    RootBox() {
+        ::chmod(dir.path().c_str(), 0755); // job users must reach the fixture
+        EXPECT_TRUE(write_fixture(a100_mig_box(), dir.path()));
+        std::string log;
+        EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "sync", "--root", dir.path()}, &log), 0) << log;
+    }
+    std::vector<std::string> as_job_user(std::vector<std::string> argv) const {
+        std::vector<std::string> full = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                         "--clear-groups",   GPUINIT_BIN,     "mig"};
+        full.insert(full.end(), argv.begin(), argv.end());
+        return full;
+    }
+};
+
+// A process holding an O_PATH fd on a char node (kCapsMajor, minor): what
+// the driver gives a process that uses the instance. Killed by the caller.
+pid_t hold_cap_node(const std::string& node) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int fd = ::open(node.c_str(), O_PATH | O_CLOEXEC);
+        if (fd < 0) {
+            _exit(1);
+        }
+        for (;;) {
+            ::pause();
+        }
+    }
+    return pid;
+}
+
+// In the calling (forked) process: a private mount namespace where every
+// /proc/PID of the machine shows in <fixture>/proc, beside the fixture's
+// driver files.
+bool mount_machine_pids(const std::string& fixture) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        return false;
+    }
+    auto proc = Sysroot::open("/");
+    auto names = proc->list_dir("proc");
+    if (!names) {
+        return false;
+    }
+    for (const std::string& name : *names) {
+        if (name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        std::string target = fixture + "/proc/" + name;
+        ::mkdir(target.c_str(), 0555);
+        // A process may exit meanwhile: only the holder must be there.
+        ::mount(("/proc/" + name).c_str(), target.c_str(), nullptr, MS_BIND, nullptr);
+    }
+    return true;
+}
+
+void stop(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+}
+
+} // namespace
+
+#define GPUINIT_REQUIRE_SETPRIV()                                                                  \
+    do {                                                                                           \
+        if (::access("/usr/bin/setpriv", X_OK) != 0) {                                             \
+            GTEST_SKIP() << "SKIPPED LOUDLY: /usr/bin/setpriv (util-linux) is missing";            \
+        }                                                                                          \
+    } while (0)
+
+// A process holding an fd on gpu1/gi7/ci0's CI cap node makes that instance
+// busy: pick takes the next one, list names the holder.
+TEST(MigPickRoot, AProcessHoldingACiCapNodeMakesThatInstanceBusy) {
+    GPUINIT_REQUIRE_ROOT();
+    RootBox box;
+    TempDir nodes;
+    std::string node = nodes / "nvidia-cap";
+    ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0600, makedev(kCapsMajor, oracle_ci_minor(1, 7, 0))),
+              0);
+    pid_t holder = hold_cap_node(node);
+    ASSERT_GT(holder, 0);
+    ::usleep(100'000); // let it open the node
+    std::string output;
+    int rc = run_in_child(
+        [&] {
+            if (!mount_machine_pids(box.dir.path())) {
+                return 90;
+            }
+            std::string picked;
+            int pick_rc =
+                run_process({GPUINIT_BIN, "mig", "pick", "--root", box.dir.path(), "--format",
+                             "key", "--hold", "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"},
+                            &picked);
+            std::string listed;
+            int list_rc =
+                run_process({GPUINIT_BIN, "mig", "list", "--root", box.dir.path()}, &listed);
+            std::printf("pick %d: %slist %d:\n%s", pick_rc, picked.c_str(), list_rc,
+                        listed.c_str());
+            return pick_rc == 0 && picked == "gpu1/gi8/ci0\n" && list_rc == 0 ? 0 : 1;
+        },
+        &output);
+    stop(holder);
+    EXPECT_EQ(rc, 0) << output;
+    EXPECT_NE(output.find("busy PID " + std::to_string(holder)), std::string::npos) << output;
+}
+
+// A job user flocks root's read-only lease files: it picks, a second job
+// user pick gets another instance, and the user cannot change the leases.
+TEST(MigPickRoot, AJobUserTakesLeasesThroughReadOnlyFds) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    RootBox box;
+    struct stat st = testing::lstat_or_die(box.dir / "run/gpu-mig/gpu1-gi7-ci0");
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_mode & 07777, 0444u);
+    std::string first;
+    std::string script = "echo $CUDA_VISIBLE_DEVICES; id -u; exec sleep 30";
+    // The first holds gi7 while the second picks.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    pid_t holder = ::fork();
+    if (holder == 0) {
+        ::dup2(fds[1], 1);
+        ::close(fds[0]);
+        std::vector<std::string> argv =
+            box.as_job_user({"pick", "--root", box.dir.path(), "--format", "key", "--hold", "--",
+                             "/bin/sh", "-c", script});
+        std::vector<char*> args;
+        args.reserve(argv.size() + 1);
+        for (std::string& arg : argv) {
+            args.push_back(arg.data());
+        }
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        _exit(127);
+    }
+    ::close(fds[1]);
+    char buffer[256];
+    ssize_t n = 0;
+    while (first.find('\n', first.find('\n') + 1) == std::string::npos &&
+           (n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
+        first.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+    EXPECT_EQ(first, "gpu1/gi7/ci0\n65534\n");
+    std::string second;
+    EXPECT_EQ(
+        run_process(box.as_job_user({"pick", "--root", box.dir.path(), "--format", "key", "--hold",
+                                     "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                    &second),
+        0)
+        << second;
+    EXPECT_EQ(second, "gpu1/gi8/ci0\n");
+    // Root sees the user's lease too.
+    std::string listed;
+    EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "list", "--root", box.dir.path()}, &listed), 0);
+    EXPECT_NE(listed.find("leased"), std::string::npos) << listed;
+    stop(holder);
+    // The user cannot plant, replace or remove a lease.
+    std::string denied;
+    EXPECT_NE(run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           "/bin/sh", "-c",
+                           "cd '" + box.dir / "run/gpu-mig" +
+                               "' && { : > planted || rm -f gpu1-gi7-ci0 || exit 1; }"},
+                          &denied),
+              0)
+        << denied;
+}
+
+// Lease files a user planted (owned by the user) and symlinks are refused:
+// pick skips them with a warning that says to sync; sync replaces them.
+TEST(MigPickRoot, PlantedLeaseFilesAndSymlinksAreRefused) {
+    GPUINIT_REQUIRE_ROOT();
+    RootBox box;
+    std::string planted = box.dir / "run/gpu-mig/gpu1-gi7-ci0";
+    ASSERT_EQ(::chown(planted.c_str(), kJobUser, kJobUser), 0);
+    std::string link = box.dir / "run/gpu-mig/gpu1-gi8-ci0";
+    ASSERT_EQ(::unlink(link.c_str()), 0);
+    ASSERT_EQ(::symlink(planted.c_str(), link.c_str()), 0);
+    std::string output;
+    EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "pick", "--root", box.dir.path(), "--format", "key",
+                           "--hold", "--", "/bin/sh", "-c", "echo picked $CUDA_VISIBLE_DEVICES"},
+                          &output),
+              0);
+    EXPECT_NE(output.find("picked gpu1/gi9/ci0"), std::string::npos) << output;
+    EXPECT_NE(output.find("gpu1-gi7-ci0 is not a lease file as gpu-mig sync makes it"),
+              std::string::npos)
+        << output;
+    EXPECT_NE(output.find("gpu1-gi8-ci0 is a symlink"), std::string::npos) << output;
+    // A lease directory a user owns is refused as a whole.
+    std::string dir = box.dir / "run/gpu-mig";
+    ASSERT_EQ(::chown(dir.c_str(), kJobUser, kJobUser), 0);
+    output.clear();
+    EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "pick", "--root", box.dir.path(), "--format", "key",
+                           "--hold", "--", "/bin/true"},
+                          &output),
+              3);
+    EXPECT_NE(output.find("is owned by uid 65534"), std::string::npos) << output;
+    // sync refuses it too (the admin removes it); then it starts afresh.
+    EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "sync", "--root", box.dir.path()}, &output), 3);
+    ASSERT_EQ(::chown(dir.c_str(), 0, 0), 0);
+    output.clear();
+    EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "sync", "--root", box.dir.path()}, &output), 0)
+        << output;
+    EXPECT_NE(output.find("0 created, 2 repaired, 0 removed, 19 kept"), std::string::npos)
+        << output;
+}
+
+} // namespace gpuinit
