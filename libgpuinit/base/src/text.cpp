@@ -105,6 +105,18 @@ std::vector<std::string_view> split_lines(std::string_view text) {
     return lines;
 }
 
+std::vector<std::string_view> split_fields(std::string_view text, char separator) {
+    std::vector<std::string_view> fields;
+    while (true) {
+        size_t end = text.find(separator);
+        fields.push_back(text.substr(0, end));
+        if (end == std::string_view::npos) {
+            return fields;
+        }
+        text.remove_prefix(end + 1);
+    }
+}
+
 std::vector<std::string_view> split_words(std::string_view text) {
     std::vector<std::string_view> words;
     size_t i = 0;

@@ -19,19 +19,6 @@ constexpr unsigned kMaxMigInstanceId = 255;
 constexpr unsigned kMaxCapMinor = (1u << 20) - 1;
 constexpr size_t kMigMinorsLimit = 1u << 20;
 
-std::vector<std::string_view> split_on(std::string_view text, char separator) {
-    std::vector<std::string_view> parts;
-    size_t start = 0;
-    while (true) {
-        size_t end = text.find(separator, start);
-        parts.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
-        if (end == std::string_view::npos) {
-            return parts;
-        }
-        start = end + 1;
-    }
-}
-
 // "gpu12" with prefix "gpu" -> 12; no sign, no leading zero, no junk.
 std::optional<unsigned> numbered(std::string_view name, std::string_view prefix, unsigned max) {
     if (name.substr(0, prefix.size()) != prefix) {
@@ -53,7 +40,7 @@ bool valid_cap_key(std::string_view key) {
     if (key == "config" || key == "monitor") {
         return true;
     }
-    std::vector<std::string_view> parts = split_on(key, '/');
+    std::vector<std::string_view> parts = split_fields(key, '/');
     if (parts.size() < 2 || parts.size() > 3) {
         return false;
     }
@@ -122,7 +109,7 @@ Result<std::map<std::string, unsigned>> parse_mig_minors(std::string_view text,
     std::map<std::string, unsigned> table;
     std::map<unsigned, std::string> by_minor;
     size_t number = 0;
-    for (std::string_view line : split_on(text, '\n')) {
+    for (std::string_view line : split_lines(text)) {
         ++number;
         if (trim(line).empty()) {
             continue;

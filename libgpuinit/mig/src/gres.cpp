@@ -26,19 +26,6 @@ std::string join(const std::vector<std::string>& parts, char separator) {
     return out;
 }
 
-std::vector<std::string> split_on(std::string_view text, char separator) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    while (true) {
-        size_t end = text.find(separator, start);
-        parts.emplace_back(text.substr(start, end == std::string_view::npos ? end : end - start));
-        if (end == std::string_view::npos) {
-            return parts;
-        }
-        start = end + 1;
-    }
-}
-
 // Slurm's bracket form at the end of a path: "/dev/nvidia[0-1,3]".
 Result<std::vector<std::string>> expand_brackets(const std::string& path, std::string_view source,
                                                  size_t line) {
@@ -52,7 +39,8 @@ Result<std::vector<std::string>> expand_brackets(const std::string& path, std::s
     }
     std::string prefix = path.substr(0, open);
     std::vector<std::string> out;
-    for (const std::string& piece : split_on(path.substr(open + 1, path.size() - open - 2), ',')) {
+    for (std::string_view piece :
+         split_fields(std::string_view(path).substr(open + 1, path.size() - open - 2), ',')) {
         size_t dash = piece.find('-');
         auto first = parse_decimal(piece.substr(0, dash), 1u << 20);
         auto last =
@@ -120,7 +108,9 @@ parse_gres_conf(std::string_view text, std::string_view source, std::string_view
                 records.push_back({{std::move(path)}, record.type, number});
             }
         } else {
-            record.files = split_on(keys["multiplefiles"], ',');
+            for (std::string_view file : split_fields(keys["multiplefiles"], ',')) {
+                record.files.emplace_back(file);
+            }
             records.push_back(std::move(record));
         }
     }

@@ -71,3 +71,15 @@ TEST(Text, ValidUtf8ReplacesEveryBadSequence) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+TEST(Text, SplitFieldsKeepsEmptyFields) {
+    EXPECT_EQ(split_fields("a,,b", ','), (std::vector<std::string_view>{"a", "", "b"}));
+    EXPECT_EQ(split_fields("", ','), (std::vector<std::string_view>{""}));
+    EXPECT_EQ(split_fields("gpu1/gi7/ci0", '/'),
+              (std::vector<std::string_view>{"gpu1", "gi7", "ci0"}));
+    EXPECT_EQ(split_fields("x/", '/'), (std::vector<std::string_view>{"x", ""}));
+}
+
+} // namespace gpuinit

@@ -14,6 +14,9 @@ namespace gpuinit {
 std::string_view trim(std::string_view text);
 std::vector<std::string_view> split_lines(std::string_view text);
 std::vector<std::string_view> split_words(std::string_view text);
+// Every field between separators, empty ones included: "a,,b" is 3 fields,
+// "" is one empty field.
+std::vector<std::string_view> split_fields(std::string_view text, char separator);
 
 // Strict unsigned parsers: the whole of `text` must be digits in the base,
 // and the value must fit in `max`.
