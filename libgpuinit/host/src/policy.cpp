@@ -299,8 +299,9 @@ std::optional<AccessRule> Policy::rule_for_mig(const GpuIdentity& gpu, unsigned 
         if (entry.gi != gi || (entry.ci && entry.ci != ci)) {
             continue;
         }
-        int rank = specificity(entry, gpu) * 2 + (entry.ci ? 1 : 0);
-        if (specificity(entry, gpu) > 0 && rank > best_rank) {
+        int gpu_rank = specificity(entry, gpu);
+        int rank = gpu_rank * 2 + (entry.ci ? 1 : 0);
+        if (gpu_rank > 0 && rank > best_rank) {
             best = &entry;
             best_rank = rank;
         }
