@@ -9,16 +9,20 @@
 # IMAGE_DIR, as a finished image is not rebuilt for another list.
 #
 # It debootstraps from the host's own Debian mirror (its apt sources), else
-# from deb.debian.org. IMAGE_DIR/.complete marks a finished image; a rerun
-# with it present does nothing. Docs, man pages and locales are trimmed
-# (about 120 MB left).
+# from deb.debian.org. IMAGE_DIR/.complete marks a finished image and holds
+# its package list: a rerun for the same list does nothing, one for another
+# list (or for an image stamped before the list was kept) builds it afresh.
+# Docs, man pages and locales are trimmed (about 120 MB left).
 set -euo pipefail
 
 image=${1:?usage: build-debian-image.sh IMAGE_DIR [INIT_PACKAGES]}
 init_packages=${2:-systemd,systemd-sysv}
 if [[ -f $image/.complete ]]; then
-  echo "vm: Debian image cached in $image"
-  exit 0
+  if [[ $(<"$image/.complete") == "$init_packages" ]]; then
+    echo "vm: Debian image cached in $image"
+    exit 0
+  fi
+  echo "vm: $image was built for another package list; rebuilding it"
 fi
 suite=bookworm
 
@@ -66,5 +70,5 @@ rm -rf "$image"/usr/share/{doc,man,info,locale}/* "$image"/var/cache/apt/archive
 # No getty or network waits on a serial test console.
 rm -f "$image"/etc/systemd/system/getty.target.wants/* \
   "$image"/etc/systemd/system/multi-user.target.wants/{e2scrub_reap.service,remote-fs.target}
-touch "$image/.complete"
+echo "$init_packages" >"$image/.complete"
 echo "vm: Debian image ready ($(du -sh "$image" | cut -f1))"

@@ -111,7 +111,37 @@ debian_tree() {
   add_accounts "$tree"
 }
 
-# pack_initramfs TREE OUT: TREE as a gzip'd newc cpio, every file root's.
+# systemd_test_init TREE: systemd as the guest's init, and a oneshot unit
+# that runs the scenario on /dev/ttyS0 once udev's coldplug has run.
+systemd_test_init() {
+  local tree=$1
+  ln -sf lib/systemd/systemd "$tree/init"
+  cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<UNIT
+[Unit]
+Description=gpuinit VM scenario
+Wants=systemd-udevd.service systemd-udev-trigger.service
+After=systemd-udevd.service systemd-udev-trigger.service
+
+[Service]
+Type=oneshot
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+ExecStart=/bin/sh $guest_runner $scenario
+UNIT
+  ln -sf /etc/systemd/system/gpuinit-vmtest.service \
+    "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
+  # With console=ttyS0 the getty generator starts serial-getty@ttyS0, whose
+  # TTYVHangup=yes hangs up the line under the scenario: from then on its
+  # output is lost, at a different point each boot.
+  ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
+}
+
+# pack_initramfs TREE OUT [keep-owners]: TREE as a gzip'd newc cpio, every
+# file root's unless keep-owners (a Debian image whose daemons check who owns
+# their files; the tree is a root-made copy, so its owners are the image's).
 pack_initramfs() {
-  (cd "$1" && find . -print0 | cpio --quiet --null -o -H newc -R 0:0 | gzip -1) >"$2"
+  local owners=(-R 0:0)
+  [[ ${3:-} == keep-owners ]] && owners=()
+  (cd "$1" && find . -print0 | cpio --quiet --null -o -H newc "${owners[@]}" | gzip -1) >"$2"
 }

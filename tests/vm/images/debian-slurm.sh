@@ -18,7 +18,8 @@
 flavour_memory=1024
 
 # The Debian packages beyond minbase (build-debian-image.sh adds udev and
-# kmod). A change here rebuilds the cached image (the stamp below).
+# kmod). A change here rebuilds the cached image (build-debian-image.sh
+# stamps each image with its list).
 # iproute2: Slurm resolves even 127.0.0.1 with AI_ADDRCONFIG, which glibc
 # answers with nothing while no IPv4 address but 127.0.0.1 exists (the guest
 # has no network driver), so a scenario adds one to lo.
@@ -29,46 +30,21 @@ flavour_needs() {
 }
 
 # Its own cache directory, never $cache/debian (debian-systemd's, which CI
-# caches). build-debian-image.sh keeps a finished image whatever list it is
-# asked for, so the list is stamped here and a different one starts afresh.
+# caches).
 flavour_base() {
-  local image=$cache/debian-slurm
-  if [[ -f $image/.complete && $(cat "$image.packages" 2>/dev/null) != "$slurm_image_packages" ]]; then
-    echo "vm: the package list of $image changed; rebuilding it"
-    rm -rf "$image"
-  fi
-  "$here/build-debian-image.sh" "$image" "$slurm_image_packages"
-  echo "$slurm_image_packages" >"$image.packages"
+  "$here/build-debian-image.sh" "$cache/debian-slurm" "$slurm_image_packages"
 }
 
 flavour_tree() {
   local tree=$1
   debian_tree "$cache/debian-slurm" "$tree"
-  ln -sf lib/systemd/systemd "$tree/init"
-  cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<UNIT
-[Unit]
-Description=gpuinit VM scenario
-Wants=systemd-udevd.service systemd-udev-trigger.service
-After=systemd-udevd.service systemd-udev-trigger.service
-
-[Service]
-Type=oneshot
-StandardOutput=tty
-StandardError=tty
-TTYPath=/dev/ttyS0
-ExecStart=/bin/sh $guest_runner $scenario
-UNIT
-  ln -sf /etc/systemd/system/gpuinit-vmtest.service \
-    "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
-  # As in debian-systemd: serial-getty@ttyS0's TTYVHangup=yes would hang up
-  # the line under the scenario.
-  ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
+  systemd_test_init "$tree"
 }
 
-# pack_initramfs makes every file root's; munge's key and directories, and
-# slurm's state and log directories, must keep their owners (the tree is a
-# root-made copy of the image, so its numeric owners are the image's).
+# Unlike the default boot media, the files keep their owners: munged
+# refuses a key it does not own, and slurm's state and log directories are
+# slurm's.
 flavour_boot() {
-  (cd "$1" && find . -print0 | cpio --quiet --null -o -H newc | gzip -1) >"$work/initrd.gz"
+  pack_initramfs "$1" "$work/initrd.gz" keep-owners
   initrd=$work/initrd.gz
 }

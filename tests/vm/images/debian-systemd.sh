@@ -23,24 +23,5 @@ flavour_base() {
 flavour_tree() {
   local tree=$1
   debian_tree "$cache/debian" "$tree"
-  ln -sf lib/systemd/systemd "$tree/init"
-  cat >"$tree/etc/systemd/system/gpuinit-vmtest.service" <<UNIT
-[Unit]
-Description=gpuinit VM scenario
-Wants=systemd-udevd.service systemd-udev-trigger.service
-After=systemd-udevd.service systemd-udev-trigger.service
-
-[Service]
-Type=oneshot
-StandardOutput=tty
-StandardError=tty
-TTYPath=/dev/ttyS0
-ExecStart=/bin/sh $guest_runner $scenario
-UNIT
-  ln -sf /etc/systemd/system/gpuinit-vmtest.service \
-    "$tree/etc/systemd/system/multi-user.target.wants/gpuinit-vmtest.service"
-  # With console=ttyS0 the getty generator starts serial-getty@ttyS0, whose
-  # TTYVHangup=yes hangs up the line under the scenario: from then on its
-  # output is lost, at a different point each boot.
-  ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
+  systemd_test_init "$tree"
 }
