@@ -173,3 +173,30 @@ TEST(Tools, AFifoAtAnInputPathIsRefusedWithoutHangingOrLocking) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// --mig plans only the MIG cap nodes (a scheduler prolog after nvidia-smi mig
+// changes), and excludes the other scopes.
+TEST(Tools, MknodMigScopeTouchesOnlyTheCapNodes) {
+    TempDir dir;
+    ASSERT_TRUE(testing::write_fixture(testing::a100_mig_box(), dir.path()));
+    std::string output;
+    EXPECT_EQ(
+        testing::run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--mig", "--dry-run"}, &output),
+        0);
+    EXPECT_NE(output.find("/dev/nvidia-caps/nvidia-cap1 "), std::string::npos) << output;
+    EXPECT_NE(output.find("DeviceFileModify 1 -> 0"), std::string::npos) << output;
+    EXPECT_EQ(output.find("/dev/nvidia0 "), std::string::npos) << output;
+    EXPECT_EQ(output.find("/dev/nvidiactl "), std::string::npos) << output;
+    for (const char* other : {"--control", "--device=0"}) {
+        output.clear();
+        EXPECT_EQ(
+            testing::run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--mig", other}, &output), 1)
+            << other;
+        EXPECT_NE(output.find("give one of --device, --control and --mig"), std::string::npos)
+            << output;
+    }
+}
+
+} // namespace gpuinit
