@@ -745,7 +745,8 @@ Result<std::string> find_nvidia_smi() {
                  ENOENT);
 }
 
-Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& program) {
+Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& program,
+                                std::chrono::milliseconds timeout) {
     std::string smi = program;
     if (smi.empty()) {
         auto found = find_nvidia_smi();
@@ -755,23 +756,23 @@ Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& pro
         smi = *found;
     }
     // The output of one command, or nullopt (after a warning) when it fails.
-    // Note: run_program neither bounds the output while reading nor times
-    // out; the size is checked after the fact.
+    // run_program kills it past kSmiOutputLimit or the timeout.
     auto run = [&](std::vector<std::string> args, bool required,
                    const std::string& shown) -> Result<std::optional<std::string>> {
         std::string output;
         args.insert(args.begin(), smi);
-        auto status = run_program({args, {}, &output});
-        if (status && *status == 0 && output.size() <= kSmiOutputLimit) {
+        SpawnRequest request{args, {}, &output};
+        request.output_limit = kSmiOutputLimit;
+        request.timeout = timeout;
+        auto status = run_program(request);
+        if (status && *status == 0) {
             return std::optional<std::string>(std::move(output));
         }
         std::string why = !status ? status.error().message
-                          : output.size() > kSmiOutputLimit
-                              ? format("its output is over %zu bytes", kSmiOutputLimit)
-                              : format("it exited with status %d: ", *status) +
-                                    quote(trim(output.substr(0, 200)), 120);
+                                  : format("it exited with status %d: ", *status) +
+                                        quote(trim(output.substr(0, 200)), 120);
         if (required) {
-            return error(shown + ": " + why);
+            return error(shown + ": " + why, status ? 0 : status.error().code);
         }
         diagnostics.warning(shown + ": " + why + "; the names it gives are left out");
         return std::optional<std::string>();

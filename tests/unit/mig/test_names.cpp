@@ -6,6 +6,8 @@
 #include "nvidia_smi_text.hpp"
 #include "temp_dir.hpp"
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
@@ -419,6 +421,82 @@ TEST(NvidiaSmi, RunsNvidiaSmiFromPathOrSaysItIsNotThere) {
     ASSERT_EQ(diagnostics.count(Severity::Warning), 2u); // mig -lgi and -lci
     EXPECT_TRUE(mentions(diagnostics.items()[0], "exited with status 4"))
         << diagnostics.items()[0].text();
+}
+
+namespace {
+
+// A stand-in nvidia-smi in `dir` that serves the A100 box's texts and runs
+// `misbehave` (a shell command: a hang, a flood) for the command `which`
+// ("-L", "-q -x", ...) instead.
+std::string fake_smi(const TempDir& dir, const std::string& which, const std::string& misbehave) {
+    std::vector<SmiFakeGpu> gpus = a100_smi();
+    write(dir / "L.txt", testing::smi_list(gpus));
+    write(dir / "q.xml", testing::smi_query_xml(gpus));
+    write(dir / "lgi.txt", testing::smi_lgi(gpus));
+    write(dir / "lci.txt", testing::smi_lci(gpus));
+    std::string script = dir / "nvidia-smi";
+    write(script, "#!/bin/sh\nif [ \"$*\" = '" + which + "' ]; then\n  " + misbehave +
+                      "\n  exit 0\nfi\ncase \"$*\" in\n"
+                      "  -L) exec /bin/cat '" +
+                      dir / "L.txt" + "' ;;\n  '-q -x') exec /bin/cat '" + dir / "q.xml" +
+                      "' ;;\n  'mig -lgi') exec /bin/cat '" + dir / "lgi.txt" +
+                      "' ;;\n  'mig -lci') exec /bin/cat '" + dir / "lci.txt" +
+                      "' ;;\n  *) exit 9 ;;\nesac\n");
+    ::chmod(script.c_str(), 0755);
+    return script;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace
+
+// A hung -q -x (a wedged driver) is killed: its names are left out with a
+// warning, and the rest still come.
+TEST(NvidiaSmi, AHungQueryIsKilledAndTheOtherNamesStillCome) {
+    TempDir dir;
+    std::string smi = fake_smi(dir, "-q -x", "/bin/sleep 30");
+    Diagnostics diagnostics;
+    auto start = std::chrono::steady_clock::now();
+    auto names = run_nvidia_smi(diagnostics, smi, std::chrono::milliseconds(300));
+    EXPECT_LT(seconds_since(start), 5.0);
+    ASSERT_TRUE(names) << names.error().text();
+    ASSERT_NE(names->gpu(fake_uuid(1)), nullptr);
+    ASSERT_NE(names->find(fake_uuid(1), 7, 0), nullptr);
+    EXPECT_EQ(names->find(fake_uuid(1), 7, 0)->profile, "1g.10gb");
+    EXPECT_EQ(names->find(fake_uuid(1), 7, 0)->uuid, ""); // only -q -x joins the MIG UUIDs
+    ASSERT_GE(diagnostics.count(Severity::Warning), 1u);
+    const Diagnostic& warning = diagnostics.items()[0];
+    EXPECT_EQ(warning.severity, Severity::Warning);
+    EXPECT_TRUE(mentions(warning, smi + " -q -x: ")) << warning.text();
+    EXPECT_TRUE(mentions(warning, "did not finish within 300 ms")) << warning.text();
+    EXPECT_FALSE(diagnostics.has_errors());
+}
+
+TEST(NvidiaSmi, AHungOrFloodingListFails) {
+    TempDir hung_dir;
+    std::string hung_smi = fake_smi(hung_dir, "-L", "/bin/sleep 30");
+    Diagnostics diagnostics;
+    auto start = std::chrono::steady_clock::now();
+    auto hung = run_nvidia_smi(diagnostics, hung_smi, std::chrono::milliseconds(300));
+    EXPECT_LT(seconds_since(start), 5.0);
+    ASSERT_FALSE(hung);
+    EXPECT_EQ(hung.error().code, ETIMEDOUT);
+    EXPECT_TRUE(mentions(hung.error(), hung_smi + " -L: ")) << hung.error().text();
+    EXPECT_TRUE(mentions(hung.error(), "did not finish within 300 ms")) << hung.error().text();
+
+    TempDir flood_dir;
+    std::string flood_smi = fake_smi(flood_dir, "-L", "exec /usr/bin/yes");
+    start = std::chrono::steady_clock::now();
+    auto flood = run_nvidia_smi(diagnostics, flood_smi);
+    EXPECT_LT(seconds_since(start), 10.0);
+    ASSERT_FALSE(flood);
+    EXPECT_EQ(flood.error().code, EFBIG);
+    EXPECT_TRUE(mentions(flood.error(), flood_smi + " -L: ")) << flood.error().text();
+    EXPECT_TRUE(mentions(flood.error(), std::to_string(kSmiOutputLimit) + " bytes"))
+        << flood.error().text();
+    EXPECT_TRUE(diagnostics.empty());
 }
 
 } // namespace gpuinit

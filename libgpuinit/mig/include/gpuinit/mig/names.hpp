@@ -10,6 +10,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/mig/instances.hpp"
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -209,11 +210,15 @@ Result<MigNames> load_nvidia_smi_output(const std::string& dir, Diagnostics& dia
 
 // Runs nvidia-smi itself (-L, -q -x, mig -lgi, mig -lci) when `program` is
 // given, or else when "nvidia-smi" is found on PATH (an absolute directory
-// of PATH only), and joins what it prints. Output over kSmiOutputLimit is
+// of PATH only), and joins what it prints. A command whose output passes
+// kSmiOutputLimit, or that has not finished within `timeout` (each command
+// its own; nvidia-smi hangs when the driver is wedged), is killed and
 // refused. Fails when nvidia-smi is not found or -L fails; the other
 // commands failing (mig -lci needs root) only leave their names out, with a
 // warning.
-Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& program = {});
+inline constexpr std::chrono::milliseconds kSmiTimeout{30000};
+Result<MigNames> run_nvidia_smi(Diagnostics& diagnostics, const std::string& program = {},
+                                std::chrono::milliseconds timeout = kSmiTimeout);
 // The path of "nvidia-smi" on $PATH, or an error that says it is not there.
 Result<std::string> find_nvidia_smi();
 
