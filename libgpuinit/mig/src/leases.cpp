@@ -1,6 +1,7 @@
 #include "gpuinit/mig/leases.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/mig/names_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -156,7 +157,8 @@ Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance
     }
     std::sort(names->begin(), names->end());
     for (const std::string& name : *names) {
-        if (wanted.count(name) != 0) {
+        // The names file, and a concurrent sync's temporary one, stay.
+        if (wanted.count(name) != 0 || name == kMigNamesFile || name.starts_with(kTempPrefix)) {
             continue;
         }
         auto entry = dir->inspect(name);
@@ -258,6 +260,37 @@ Result<UniqueFd> LeaseDir::take(const MigInstance& instance) const {
         }
     }
     return fd;
+}
+
+Result<std::optional<std::string>> LeaseDir::read_file(std::string_view name, size_t limit) const {
+    std::string leaf(name);
+    std::string shown = dir_.path_of(leaf);
+    UniqueFd fd(::openat(dir_.fd(), leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd.valid()) {
+        if (errno == ENOENT) {
+            return std::optional<std::string>();
+        }
+        return errno_error("cannot open " + shown);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+        return errno_error("cannot stat " + shown);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != owner_ ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return with_reason(
+            error(format("%s is not as gpu-mig sync writes it (owner %u, mode %s, "
+                         "%u links); refusing it: run 'gpu-mig sync' as root",
+                         shown.c_str(), st.st_uid, format_mode(st.st_mode & 07777).c_str(),
+                         static_cast<unsigned>(st.st_nlink)),
+                  EPERM),
+            LeaseFailure::Untrusted);
+    }
+    auto text = read_all(fd.get(), limit, shown);
+    if (!text) {
+        return text.error();
+    }
+    return std::optional<std::string>(std::move(*text));
 }
 
 Result<bool> LeaseDir::held(const MigInstance& instance) const {

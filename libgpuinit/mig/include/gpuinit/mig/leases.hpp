@@ -18,6 +18,7 @@
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/mig/instances.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -76,6 +77,13 @@ class LeaseDir {
     Result<bool> held(const MigInstance& instance) const;
 
     std::string display(const MigInstance& instance) const;
+    std::string path_of(std::string_view name) const { return dir_.path_of(name); }
+
+    // Another file sync writes here (the names file): its text, checked
+    // like a lease file (regular, one link, the directory's owner, no
+    // write bits for group or others), at most `limit` bytes; nullopt
+    // when it does not exist.
+    Result<std::optional<std::string>> read_file(std::string_view name, size_t limit) const;
 
   private:
     LeaseDir(SafeDir dir, uid_t owner) : dir_(std::move(dir)), owner_(owner) {}
