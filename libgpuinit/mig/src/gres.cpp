@@ -56,16 +56,70 @@ Result<std::vector<std::string>> expand_brackets(const std::string& path, std::s
     return out;
 }
 
-struct ConfiguredRecord {
-    std::vector<std::string> files;
-    std::string type;
-    size_t line = 0;
-};
+// One host-list item: "gpu07", "gpu[01-04,07]", "rack1-n[1-8]-ib".
+Result<bool> host_item_includes(std::string_view item, std::string_view host) {
+    size_t open = item.find('[');
+    if (open == std::string_view::npos) {
+        return item == host;
+    }
+    size_t close = item.find(']', open);
+    if (close == std::string_view::npos || item.find('[', close) != std::string_view::npos) {
+        return error(quote(item) + ": only one [..] range per host name is understood");
+    }
+    std::string_view prefix = item.substr(0, open);
+    std::string_view suffix = item.substr(close + 1);
+    if (host.size() <= prefix.size() + suffix.size() || !host.starts_with(prefix) ||
+        !host.ends_with(suffix)) {
+        return false;
+    }
+    std::string_view digits =
+        host.substr(prefix.size(), host.size() - prefix.size() - suffix.size());
+    auto value = parse_decimal(digits, UINT32_MAX);
+    for (std::string_view piece : split_fields(item.substr(open + 1, close - open - 1), ',')) {
+        size_t dash = piece.find('-');
+        std::string_view first_text = piece.substr(0, dash);
+        auto first = parse_decimal(first_text, UINT32_MAX);
+        auto last = dash == std::string_view::npos
+                        ? first
+                        : parse_decimal(piece.substr(dash + 1), UINT32_MAX);
+        if (!first || !last || *last < *first) {
+            return error(quote(item) + ": " + quote(piece) + " is not N or N-M");
+        }
+        // "01-10" names gpu01..gpu10: a leading zero fixes the width.
+        bool padded = first_text.size() > 1 && first_text.front() == '0';
+        bool width_ok =
+            padded ? digits.size() == first_text.size() : value && digits == std::to_string(*value);
+        if (value && width_ok && *value >= *first && *value <= *last) {
+            return true;
+        }
+    }
+    return false;
+}
 
-// The gres.conf lines of Name=gpu for `node`.
-Result<std::vector<ConfiguredRecord>>
-parse_gres_conf(std::string_view text, std::string_view source, std::string_view node) {
-    std::vector<ConfiguredRecord> records;
+} // namespace
+
+Result<bool> host_list_includes(std::string_view list, std::string_view host) {
+    size_t depth = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= list.size(); ++i) {
+        if (i < list.size() && list[i] == '[') {
+            ++depth;
+        } else if (i < list.size() && list[i] == ']' && depth > 0) {
+            --depth;
+        } else if (i == list.size() || (list[i] == ',' && depth == 0)) {
+            auto includes = host_item_includes(list.substr(start, i - start), host);
+            if (!includes || *includes) {
+                return includes;
+            }
+            start = i + 1;
+        }
+    }
+    return false;
+}
+
+Result<std::vector<GresConfRecord>> parse_gres_conf(std::string_view text, std::string_view source,
+                                                    std::string_view node) {
+    std::vector<GresConfRecord> records;
     size_t number = 0;
     for (std::string_view raw : split_lines(text)) {
         ++number;
@@ -87,19 +141,25 @@ parse_gres_conf(std::string_view text, std::string_view source, std::string_view
         if (lower(keys["name"]) != "gpu") {
             continue;
         }
-        if (!node.empty() && keys.count("nodename") != 0 && keys["nodename"] != node) {
-            continue;
+        if (!node.empty() && keys.count("nodename") != 0) {
+            auto includes = host_list_includes(keys["nodename"], node);
+            if (!includes) {
+                return parse_error(source, number, includes.error().message);
+            }
+            if (!*includes) {
+                continue;
+            }
         }
-        ConfiguredRecord record;
+        GresConfRecord record;
         record.line = number;
         record.type = keys["type"];
-        bool file = keys.count("file") != 0;
+        bool has_file = keys.count("file") != 0;
         bool multiple = keys.count("multiplefiles") != 0;
-        if (file == multiple) {
+        if (has_file == multiple) {
             return parse_error(source, number,
                                "a Name=gpu line needs File= or MultipleFiles=, not both");
         }
-        if (file) {
+        if (has_file) {
             auto expanded = expand_brackets(keys["file"], source, number);
             if (!expanded) {
                 return expanded.error();
@@ -118,7 +178,7 @@ parse_gres_conf(std::string_view text, std::string_view source, std::string_view
 }
 
 // "/dev/nvidia12" -> 12; "/dev/nvidia-caps/nvidia-cap7" -> 7.
-std::optional<unsigned> number_after(std::string_view path, std::string_view prefix) {
+std::optional<unsigned> device_path_number(std::string_view path, std::string_view prefix) {
     if (!path.starts_with(prefix)) {
         return std::nullopt;
     }
@@ -129,8 +189,6 @@ std::optional<unsigned> number_after(std::string_view path, std::string_view pre
     }
     return static_cast<unsigned>(*value);
 }
-
-} // namespace
 
 std::string autodetect_gres_type(std::string_view model, std::string_view profile) {
     std::string type = lower(model);
@@ -280,14 +338,14 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
     std::set<unsigned> mig_gpus;
     for (const GresRecord& record : expected.records) {
         if (record.files.size() > 1) {
-            mig_gpus.insert(*number_after(record.files[0], "/dev/nvidia"));
+            mig_gpus.insert(*device_path_number(record.files[0], "/dev/nvidia"));
         }
     }
     std::vector<GresFinding> findings;
     auto at = [&](size_t line) { return std::string(source) + ":" + std::to_string(line) + ": "; };
     std::set<std::string> seen;
     std::map<std::string, unsigned> counts;
-    for (const ConfiguredRecord& record : *configured) {
+    for (const GresConfRecord& record : *configured) {
         ++counts[record.type];
         seen.insert(join(record.files, ','));
         for (const std::string& file : record.files) {
@@ -299,7 +357,7 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
                                         "device"});
                 continue;
             }
-            if (auto minor = number_after(file, "/dev/nvidia");
+            if (auto minor = device_path_number(file, "/dev/nvidia");
                 minor && !gpu_minors.count(*minor)) {
                 findings.push_back({GresFinding::Kind::WrongDevice, record.line,
                                     at(record.line) + file +
@@ -307,7 +365,7 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
                                         "driver/nvidia/gpus/*/information; nvidia-smi's "
                                         "index is not the minor)"});
             }
-            if (auto minor = number_after(file, "/dev/nvidia-caps/nvidia-cap");
+            if (auto minor = device_path_number(file, "/dev/nvidia-caps/nvidia-cap");
                 minor && !cap_minors.count(*minor)) {
                 findings.push_back(
                     {GresFinding::Kind::GoneInstance, record.line,
@@ -316,7 +374,7 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
             }
         }
         if (record.files.size() == 1) {
-            if (auto minor = number_after(record.files[0], "/dev/nvidia");
+            if (auto minor = device_path_number(record.files[0], "/dev/nvidia");
                 minor && mig_gpus.count(*minor)) {
                 findings.push_back(
                     {GresFinding::Kind::NoCapFiles, record.line,

@@ -21,6 +21,9 @@
 
 namespace gpuinit {
 
+// The largest gres.conf (or --type-map file) read.
+inline constexpr size_t kGresConfLimit = 4u << 20;
+
 enum class GresTypeStyle {
     // As Slurm's NVML autodetect names them ("nvidia_a100_80gb_pcie_1g.10gb",
     // "nvidia_a100-sxm4-80gb"), so a site can switch to AutoDetect=nvml
@@ -62,6 +65,29 @@ Result<GresPlan> plan_gres(const Machine& machine, const std::vector<MigInstance
 std::string render_gres_conf(const GresPlan& plan, std::string_view node);
 // slurm.conf's "Gres=gpu:<type>:<count>,..." for the node.
 std::string render_slurm_gres(const GresPlan& plan);
+
+// The number at the end of a device path after `prefix`:
+// ("/dev/nvidia12", "/dev/nvidia") -> 12; nullopt when the rest is not a
+// plain decimal number.
+std::optional<unsigned> device_path_number(std::string_view path, std::string_view prefix);
+
+// A Slurm host list ("gpu07", "gpu[01-04,07],login1"): whether it names
+// `host`. Fails on forms it does not understand (two [..] in one name).
+Result<bool> host_list_includes(std::string_view list, std::string_view host);
+
+// One device of an existing gres.conf's Name=gpu lines, in file order: each
+// path of File= (brackets expanded) is one device, each MultipleFiles= line
+// one. That order is Slurm's device index (SLURM_JOB_GPUS, SLURM_STEP_GPUS)
+// for a gres.conf without AutoDetect.
+struct GresConfRecord {
+    std::vector<std::string> files;
+    std::string type;
+    size_t line = 0;
+};
+// With `node`, lines whose NodeName= does not include it are skipped.
+// Malformed lines fail with source:line.
+Result<std::vector<GresConfRecord>> parse_gres_conf(std::string_view text, std::string_view source,
+                                                    std::string_view node);
 
 // --check: an existing gres.conf against the machine.
 struct GresFinding {
