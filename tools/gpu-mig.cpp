@@ -1,19 +1,30 @@
 // gpu-mig: MIG instances for jobs: pick free ones race-free under leases,
-// keep the leases in step with the instances, list who uses what. See
+// keep the cap nodes, leases and names in step with the instances, list who
+// uses what, and give Slurm its gres.conf and jobs their MIG UUIDs. See
 // gpu-mig(8).
 #include "common/cli.hpp"
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/base/unique_fd.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/leases.hpp"
+#include "gpuinit/mig/names_file.hpp"
+#include "gpuinit/mig/nvml.hpp"
 #include "gpuinit/mig/pick.hpp"
+#include "gpuinit/mig/slurm_env.hpp"
 #include "render/mig_report.hpp"
+#include "render/mknod_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <string_view>
+#include <sys/stat.h>
 
 namespace gpuinit::tools {
 
@@ -22,13 +33,19 @@ namespace {
 constexpr const char* kUsage =
     "Usage: gpu-mig pick [OPTION]... [--hold -- CMD [ARG]...]\n"
     "       gpu-mig list [--json]\n"
-    "       gpu-mig sync [--json]           (root; after every 'nvidia-smi mig' change)\n"
+    "       gpu-mig sync [--json]    (root; after every 'nvidia-smi mig' change)\n"
+    "       gpu-mig gres [--node NAME] [--type-style S] [--type-map FILE]\n"
+    "                    [--slurm-conf | --check FILE] [--json]\n"
+    "       gpu-mig env [--gres-conf FILE] [--json]    (a Slurm TaskProlog)\n"
     "pick prints the ids of free MIG instances for CUDA_VISIBLE_DEVICES and leases\n"
     "them: with --hold, CMD runs with CUDA_VISIBLE_DEVICES set and holds the lease\n"
     "while it runs; otherwise a keeper process holds it until --until PID (default:\n"
     "the calling process) exits:  export CUDA_VISIBLE_DEVICES=$(gpu-mig pick --until $$)\n"
     "Only instances on GPUs that CUDA_VISIBLE_DEVICES (else NVIDIA_VISIBLE_DEVICES)\n"
-    "names count. sync makes /run/gpu-mig: one lease file per compute instance.\n"
+    "names count. sync makes the cap nodes (as gpu-mknod --mig), one lease file per\n"
+    "compute instance in /run/gpu-mig, and its names file (profiles, MIG UUIDs).\n"
+    "gres prints gres.conf for this node; env prints export CUDA_VISIBLE_DEVICES=\n"
+    "with the MIG UUIDs of the devices in SLURM_STEP_GPUS (else SLURM_JOB_GPUS).\n"
     "\n"
     "pick options:\n"
     "  -p, --profile P      only instances of profile P (e.g. 1g.10gb)\n"
@@ -38,9 +55,22 @@ constexpr const char* kUsage =
     "                       gpu1/gi7/ci0)\n"
     "      --hold           run the command after -- holding the lease\n"
     "      --until PID      hold the lease until PID exits (a shell: $$)\n"
+    "gres options:\n"
+    "      --node NAME      NodeName=NAME on every line\n"
+    "      --type-style S   autodetect (default: the types Slurm's NVML autodetect\n"
+    "                       gives, so AutoDetect=nvml can follow without renaming)\n"
+    "                       or profile (1g.10gb)\n"
+    "      --type-map FILE  lines 'GENERATED-TYPE SITE-TYPE': the site's own names\n"
+    "      --slurm-conf     print only slurm.conf's Gres=gpu:TYPE:N,... for the node\n"
+    "      --check FILE     compare FILE (an existing gres.conf) with the machine\n"
+    "env options:\n"
+    "      --gres-conf FILE the gres.conf slurmd read (default: beside $SLURM_CONF,\n"
+    "                       else /etc/slurm/gres.conf)\n"
     "Common options:\n"
+    "      --nvidia-smi-output DIR  profiles and MIG UUIDs from saved nvidia-smi\n"
+    "                       output (DIR/L.txt, q.xml, mig-lgi.txt, mig-lci.txt)\n"
     "  -r, --root DIR       paths under DIR (default /)\n"
-    "  -j, --json           list, sync: print the result as JSON\n"
+    "  -j, --json           list, sync, gres, env: print the result as JSON\n"
     "  -v, --verbose        more detail\n"
     "  -q, --quiet          errors only\n"
     "  -h, --help           show this help\n"
@@ -48,12 +78,14 @@ constexpr const char* kUsage =
     "\n"
     "Exit status: 0 ok; 1 usage error; 2 sync or list partly failed; 3 cannot\n"
     "run (no leases: run sync; unknown MIG UUIDs or profiles; bad\n"
-    "CUDA_VISIBLE_DEVICES; no /proc); 4 pick: no free instance; with --hold,\n"
-    "CMD's status (126 not executable, 127 not found).\n";
+    "CUDA_VISIBLE_DEVICES; no /proc; env: a device gres.conf does not name);\n"
+    "4 pick: no free instance, gres --check: the file differs from the machine;\n"
+    "with --hold, CMD's status (126 not executable, 127 not found).\n";
 
 constexpr uint64_t kMaxWaitSeconds = 604800; // a week
 
 struct MigOptions {
+    // pick
     std::string profile;
     unsigned count = 1;
     unsigned wait_seconds = 0;
@@ -61,6 +93,17 @@ struct MigOptions {
     bool hold = false;
     std::optional<pid_t> until;
     bool pick_option = false; // any of the above given
+    // gres
+    std::string node;
+    GresTypeStyle type_style = GresTypeStyle::Autodetect;
+    std::string type_map;
+    std::string check;
+    bool slurm_conf = false;
+    bool gres_option = false;
+    // env
+    std::string gres_conf;
+    // every command
+    std::string smi_output;
 };
 
 int fail(const CommonOptions& common, const Diagnostic& failure, int code) {
@@ -87,66 +130,198 @@ std::optional<std::string> env(const char* name) {
     return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
 }
 
+// A file named on the command line (--check, --type-map, --gres-conf): taken
+// as given, not under --root. A regular file only (a FIFO would block).
+Result<std::string> read_host_file(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd.valid()) {
+        return errno_error("cannot open " + path);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+        return errno_error("cannot stat " + path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return error(path + " is not a regular file", EINVAL);
+    }
+    return read_all(fd.get(), kGresConfLimit, path);
+}
+
 // The machine, its MIG topology and instances. Problems with single
-// instances go to `diagnostics`; nullopt (after printing) when nothing can
-// be read.
+// instances go to `diagnostics`; fails when nothing can be read.
 struct MigView {
     Machine machine;
     std::vector<MigInstance> instances;
+    std::string names_source; // where profiles and UUIDs came from; "" none
 };
 
-Result<MigView> read_view(const Sysroot& root, Diagnostics& diagnostics) {
-    auto machine = discover_machine(root, diagnostics, PciNeed{PciNeed::Scope::None, {}});
-    if (!machine) {
-        return machine.error();
+Result<MigView> read_view(const Sysroot& root, Diagnostics& diagnostics,
+                          std::optional<Machine> known = std::nullopt) {
+    MigView view;
+    if (known) {
+        view.machine = std::move(*known);
+    } else {
+        auto machine = discover_machine(root, diagnostics, PciNeed{PciNeed::Scope::None, {}});
+        if (!machine) {
+            return machine.error();
+        }
+        auto topology = read_mig_topology(root, diagnostics);
+        if (!topology) {
+            return topology.error();
+        }
+        view.machine = std::move(*machine);
+        view.machine.mig = std::move(*topology);
     }
-    auto topology = read_mig_topology(root, diagnostics);
-    if (!topology) {
-        return topology.error();
-    }
-    MigView view{std::move(*machine), {}};
-    view.instances = join_mig_instances(view.machine, *topology, diagnostics);
-    // Profile names and MIG UUIDs (NVML or nvidia-smi output) are filled in
-    // here once the names API lands; until then they stay empty: unknown.
+    view.instances = join_mig_instances(view.machine, view.machine.mig, diagnostics);
     return view;
 }
 
-int run_sync(const CommonOptions& common, const Sysroot& root) {
+// Names from the driver now: NVML (dynamic build), else nvidia-smi.
+Result<MigNames> live_names(Diagnostics& diagnostics) {
+    std::string nvml_failure;
+    if (nvml_supported()) {
+        Diagnostics nvml_diagnostics;
+        auto names = mig_names_from_nvml(nvml_diagnostics);
+        if (names) {
+            for (const Diagnostic& item : nvml_diagnostics.items()) {
+                diagnostics.add(item);
+            }
+            return names;
+        }
+        nvml_failure = "NVML: " + names.error().message + "; ";
+    }
+    auto names = run_nvidia_smi(diagnostics);
+    if (!names) {
+        Diagnostic failure = names.error();
+        failure.message = nvml_failure + failure.message;
+        return failure;
+    }
+    return names;
+}
+
+enum class NamesFirst {
+    File, // the names file when it covers every instance (job-side commands)
+    Live, // NVML or nvidia-smi (sync, which writes the file)
+};
+
+// Fills the instances' profiles and MIG UUIDs: from --nvidia-smi-output
+// when given (failing is fatal: the admin asked for it), else as `first`
+// says, falling back to the other source. What stays unknown is warned
+// about (apply_mig_names), never made up.
+Status name_instances(const Sysroot& root, const MigOptions& options, NamesFirst first,
+                      MigView& view, Diagnostics& diagnostics) {
+    if (view.instances.empty()) {
+        return {};
+    }
+    if (!options.smi_output.empty()) {
+        auto names = load_nvidia_smi_output(options.smi_output, diagnostics);
+        if (!names) {
+            return names.error();
+        }
+        apply_mig_names(view.instances, *names, diagnostics);
+        view.names_source = names->source();
+        return {};
+    }
+    std::optional<MigNames> file;
+    if (auto read = read_mig_names_file(root); !read) {
+        diagnostics.warning(read.error().message);
+    } else {
+        file = std::move(*read);
+    }
+    if (first == NamesFirst::File && file && mig_names_cover(*file, view.instances)) {
+        apply_mig_names(view.instances, *file, diagnostics);
+        view.names_source = file->source();
+        return {};
+    }
+    auto live = live_names(diagnostics);
+    if (live) {
+        apply_mig_names(view.instances, *live, diagnostics);
+        view.names_source = live->source();
+        return {};
+    }
+    if (file && first == NamesFirst::File) {
+        diagnostics.warning("MIG names from the driver: " + live.error().message +
+                            "; using the names file of the last gpu-mig sync, which lacks some");
+        apply_mig_names(view.instances, *file, diagnostics);
+        view.names_source = file->source();
+        return {};
+    }
+    diagnostics.warning("MIG names from the driver: " + live.error().message +
+                        "; profiles and MIG UUIDs stay unknown");
+    return {};
+}
+
+int mknod_exit_code(MknodStatus status) {
+    return status == MknodStatus::Done      ? kMigOk
+           : status == MknodStatus::Partial ? kMigPartial
+                                            : kMigCannotRun;
+}
+
+// sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
+int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
+    MknodOptions mknod;
+    mknod.request.scope = PlanRequest::Scope::Mig;
+    MknodOutcome nodes = run_mknod(root, mknod);
+    MknodReportContext context{root.root(), mknod_exit_code(nodes.status)};
+    auto render_nodes = [&] {
+        if (!common.json) {
+            emit(render_mknod_text(nodes, context, common.verbosity));
+        }
+    };
+    if (nodes.status == MknodStatus::NothingDone) {
+        render_nodes();
+        if (common.json) {
+            std::string json = render_mknod_json(nodes, context) + "\n";
+            std::fwrite(json.data(), 1, json.size(), stdout);
+        }
+        return kMigCannotRun;
+    }
     Diagnostics diagnostics;
-    auto view = read_view(root, diagnostics);
+    auto view = read_view(root, diagnostics, nodes.machine);
     if (!view) {
+        render_nodes();
         return fail(common, view.error(), kMigCannotRun);
     }
-    // TODO(issue 11, item 2): make the cap nodes here, through gpu-mknod's
-    // MIG step in the devnodes layer, before the leases; not done yet: sync
-    // does the lease bookkeeping only.
-    //
     // An incomplete instance list must not cost a live instance its lease.
-    bool complete = !diagnostics.has_errors();
+    bool complete = !diagnostics.has_errors() && nodes.status == MknodStatus::Done;
     auto sync = sync_leases(root, view->instances, complete, diagnostics);
     if (!sync) {
+        render_nodes();
         return fail(common, sync.error(), kMigCannotRun);
     }
     if (!complete) {
         diagnostics.warning("some instances could not be read: leases of instances that seem "
                             "gone were kept; fix the errors above and rerun gpu-mig sync");
     }
-    int code = diagnostics.has_errors() ? kMigPartial : kMigOk;
+    if (auto named = name_instances(root, options, NamesFirst::Live, *view, diagnostics); !named) {
+        diagnostics.add(named.error());
+    }
+    std::string source = view->names_source.empty() ? "no source" : view->names_source;
+    if (auto written = write_mig_names_file(root, render_mig_names_file(view->instances, source));
+        !written) {
+        diagnostics.add(written.error());
+    }
+    int code = std::max<int>(context.exit_code, diagnostics.has_errors() ? kMigPartial : kMigOk);
     std::string dir = root.display(kMigLeaseDir);
+    MigSyncReport report{*sync, dir, view->instances, view->names_source};
     if (common.json) {
-        std::string json = render_mig_sync_json(*sync, dir, diagnostics, code);
+        std::string json = render_mig_sync_json(report, nodes, context, diagnostics, code);
         std::fwrite(json.data(), 1, json.size(), stdout);
     } else {
-        emit(render_mig_sync_text(*sync, dir, diagnostics, common.verbosity));
+        render_nodes();
+        emit(render_mig_sync_text(report, diagnostics, common.verbosity));
     }
     return code;
 }
 
-int run_list(const CommonOptions& common, const Sysroot& root) {
+int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     Diagnostics diagnostics;
     auto view = read_view(root, diagnostics);
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
+    }
+    if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics); !named) {
+        return fail(common, named.error(), kMigCannotRun);
     }
     auto uses = instance_uses(root, view->machine, view->instances, diagnostics);
     if (!uses) {
@@ -169,12 +344,24 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
+    std::optional<std::string> cuda_visible = env("CUDA_VISIBLE_DEVICES");
+    std::optional<std::string> nvidia_visible = env("NVIDIA_VISIBLE_DEVICES");
+    // Keys without a profile need no names (nor the time to get them).
+    bool names_needed = options.uuid || !options.profile.empty() ||
+                        (cuda_visible && cuda_visible->find("MIG-") != std::string::npos) ||
+                        (nvidia_visible && nvidia_visible->find("MIG-") != std::string::npos);
+    if (names_needed) {
+        if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics);
+            !named) {
+            return fail(common, named.error(), kMigCannotRun);
+        }
+    }
     PickRequest request;
     request.profile = options.profile;
     request.count = options.count;
     request.need_uuid = options.uuid;
-    request.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
-    request.nvidia_visible_devices = env("NVIDIA_VISIBLE_DEVICES");
+    request.cuda_visible_devices = cuda_visible;
+    request.nvidia_visible_devices = nvidia_visible;
     request.wait = std::chrono::seconds(options.wait_seconds);
     auto pick = pick_instances(root, view->machine, view->instances, request, diagnostics);
     Rendered rendered;
@@ -207,8 +394,172 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
     return kMigOk;
 }
 
+Result<GresPlan> gres_plan(const Sysroot& root, const MigOptions& options, MigView& view,
+                           Diagnostics& diagnostics) {
+    if (auto named = name_instances(root, options, NamesFirst::File, view, diagnostics); !named) {
+        return named.error();
+    }
+    std::optional<GresTypeMap> type_map;
+    if (!options.type_map.empty()) {
+        auto text = read_host_file(options.type_map);
+        if (!text) {
+            return text.error();
+        }
+        auto map = parse_gres_type_map(*text, options.type_map);
+        if (!map) {
+            return map.error();
+        }
+        type_map = std::move(*map);
+    }
+    return plan_gres(view.machine, view.instances, options.type_style,
+                     type_map ? &*type_map : nullptr);
+}
+
+int run_gres(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
+    Diagnostics diagnostics;
+    auto view = read_view(root, diagnostics);
+    if (!view) {
+        return fail(common, view.error(), kMigCannotRun);
+    }
+    auto plan = gres_plan(root, options, *view, diagnostics);
+    if (!plan) {
+        Rendered rendered;
+        render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+        emit(rendered);
+        return fail(common, plan.error(), kMigCannotRun);
+    }
+    if (!options.check.empty()) {
+        auto text = read_host_file(options.check);
+        if (!text) {
+            return fail(common, text.error(), kMigCannotRun);
+        }
+        auto findings =
+            check_gres_conf(*text, options.check, *plan, root, view->machine, options.node);
+        if (!findings) {
+            return fail(common, findings.error(), kMigCannotRun);
+        }
+        int code = findings->empty() ? kMigOk : kMigDiffers;
+        if (common.json) {
+            std::string json = render_gres_check_json(*findings, options.check, diagnostics, code);
+            std::fwrite(json.data(), 1, json.size(), stdout);
+        } else {
+            emit(render_gres_check_text(*findings, options.check, diagnostics, common.verbosity));
+        }
+        return code;
+    }
+    Rendered rendered;
+    render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+    if (common.json) {
+        rendered.out = render_gres_json(*plan, options.node, diagnostics, kMigOk);
+    } else if (options.slurm_conf) {
+        rendered.out = render_slurm_gres(*plan) + "\n";
+    } else {
+        rendered.out = render_gres_conf(*plan, options.node) +
+                       "# slurm.conf: NodeName=" + (options.node.empty() ? "..." : options.node) +
+                       " " + render_slurm_gres(*plan) + "\n";
+    }
+    emit(rendered);
+    return kMigOk;
+}
+
+// The gres.conf slurmd read: --gres-conf (as given), else beside
+// $SLURM_CONF, else Slurm's default (both under --root).
+std::string gres_conf_path(const MigOptions& options) {
+    if (!options.gres_conf.empty()) {
+        return options.gres_conf;
+    }
+    if (auto conf = env("SLURM_CONF"); conf && conf->starts_with('/')) {
+        return conf->substr(0, conf->rfind('/') + 1) + "gres.conf";
+    }
+    return "/etc/slurm/gres.conf";
+}
+
+int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
+    SlurmGpuAllocation allocation;
+    for (const char* variable : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
+        if (auto value = env(variable); value && !value->empty()) {
+            allocation = {variable, *value};
+            break;
+        }
+    }
+    Diagnostics diagnostics;
+    std::vector<std::string> ids;
+    if (allocation.variable.empty()) {
+        // A job without GPUs: nothing to change.
+        if (common.json) {
+            std::string json = render_env_json("", "", ids, diagnostics, kMigOk);
+            std::fwrite(json.data(), 1, json.size(), stdout);
+        }
+        return kMigOk;
+    }
+    std::string conf = gres_conf_path(options);
+    std::string shown =
+        options.gres_conf.empty() ? root.display(strip_slashes(conf)) : options.gres_conf;
+    auto text = options.gres_conf.empty() ? root.read_file(strip_slashes(conf), kGresConfLimit)
+                                          : read_host_file(conf);
+    if (!text) {
+        return fail(common, text.error(), kMigCannotRun);
+    }
+    std::string node = env("SLURMD_NODENAME").value_or("");
+    auto records = parse_gres_conf(*text, shown, node);
+    if (!records) {
+        return fail(common, records.error(), kMigCannotRun);
+    }
+    auto view = read_view(root, diagnostics);
+    if (!view) {
+        return fail(common, view.error(), kMigCannotRun);
+    }
+    // Whole GPUs need no names: ask for them only when a MIG UUID is missing.
+    auto found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
+    if (!found) {
+        if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics);
+            !named) {
+            return fail(common, named.error(), kMigCannotRun);
+        }
+        found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
+    }
+    if (!found) {
+        Rendered rendered;
+        render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+        // slurmstepd shows a TaskProlog's "print" lines in the job's output
+        // (and ends the task when the prolog fails): say why there.
+        if (!common.json) {
+            rendered.out = "print gpu-mig env: " + found.error().text() + "\n";
+        }
+        emit(rendered);
+        return fail(common, found.error(), kMigCannotRun);
+    }
+    ids = std::move(*found);
+    std::string list;
+    for (const std::string& id : ids) {
+        list += (list.empty() ? "" : ",") + id;
+    }
+    if (common.json) {
+        std::string json =
+            render_env_json(allocation.variable, allocation.indices, ids, diagnostics, kMigOk);
+        std::fwrite(json.data(), 1, json.size(), stdout);
+        return kMigOk;
+    }
+    Rendered rendered;
+    render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+    // slurmstepd reads "export NAME=VALUE" lines from a TaskProlog's stdout.
+    rendered.out = "export CUDA_VISIBLE_DEVICES=" + list + "\n";
+    emit(rendered);
+    return kMigOk;
+}
+
 int run(int argc, char** argv) {
-    enum { kOptHold = 256, kOptUntil };
+    enum {
+        kOptHold = 256,
+        kOptUntil,
+        kOptNode,
+        kOptTypeStyle,
+        kOptTypeMap,
+        kOptCheck,
+        kOptSlurmConf,
+        kOptGresConf,
+        kOptSmiOutput,
+    };
     // CMD starts after the first "--"; getopt would mix it with the words.
     char** command = nullptr;
     for (int i = 1; i < argc; ++i) {
@@ -224,11 +575,52 @@ int run(int argc, char** argv) {
                                  {"wait", required_argument, nullptr, 'w'},
                                  {"format", required_argument, nullptr, 'f'},
                                  {"hold", no_argument, nullptr, kOptHold},
-                                 {"until", required_argument, nullptr, kOptUntil}});
+                                 {"until", required_argument, nullptr, kOptUntil},
+                                 {"node", required_argument, nullptr, kOptNode},
+                                 {"type-style", required_argument, nullptr, kOptTypeStyle},
+                                 {"type-map", required_argument, nullptr, kOptTypeMap},
+                                 {"check", required_argument, nullptr, kOptCheck},
+                                 {"slurm-conf", no_argument, nullptr, kOptSlurmConf},
+                                 {"gres-conf", required_argument, nullptr, kOptGresConf},
+                                 {"nvidia-smi-output", required_argument, nullptr, kOptSmiOutput}});
     MigOptions options;
+    bool env_option = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
-        options.pick_option = true;
+        bool gres = opt == kOptNode || opt == kOptTypeStyle || opt == kOptTypeMap ||
+                    opt == kOptCheck || opt == kOptSlurmConf;
+        options.gres_option = options.gres_option || gres;
+        env_option = env_option || opt == kOptGresConf;
+        options.pick_option =
+            options.pick_option || (!gres && opt != kOptGresConf && opt != kOptSmiOutput);
         switch (opt) {
+        case kOptNode:
+            if (*optarg == '\0' || std::strpbrk(optarg, " \t=#") != nullptr) {
+                return cli.usage_error("--node takes a host name");
+            }
+            options.node = optarg;
+            break;
+        case kOptTypeStyle:
+            if (std::strcmp(optarg, "autodetect") != 0 && std::strcmp(optarg, "profile") != 0) {
+                return cli.usage_error("--type-style takes autodetect or profile");
+            }
+            options.type_style = std::strcmp(optarg, "profile") == 0 ? GresTypeStyle::Profile
+                                                                     : GresTypeStyle::Autodetect;
+            break;
+        case kOptTypeMap:
+            options.type_map = optarg;
+            break;
+        case kOptCheck:
+            options.check = optarg;
+            break;
+        case kOptSlurmConf:
+            options.slurm_conf = true;
+            break;
+        case kOptGresConf:
+            options.gres_conf = optarg;
+            break;
+        case kOptSmiOutput:
+            options.smi_output = optarg;
+            break;
         case 'p':
             options.profile = optarg;
             break;
@@ -274,12 +666,23 @@ int run(int argc, char** argv) {
     }
     std::vector<std::string_view> words(argv + optind, argv + argc);
     if (words.size() != 1) {
-        return cli.usage_error(words.empty() ? "which command: pick, list or sync?"
-                                             : "one command at a time: pick, list or sync");
+        return cli.usage_error(words.empty() ? "which command: pick, list, sync, gres or env?"
+                                             : "one command at a time");
     }
     std::string_view verb = words[0];
     if (verb != "pick" && (options.pick_option || command != nullptr)) {
         return cli.usage_error("pick's options and -- CMD go with pick only");
+    }
+    if (verb != "gres" && options.gres_option) {
+        return cli.usage_error("--node, --type-style, --type-map, --check and --slurm-conf go "
+                               "with gres only");
+    }
+    if (verb != "env" && env_option) {
+        return cli.usage_error("--gres-conf goes with env only");
+    }
+    if (verb == "gres" && options.slurm_conf && (!options.check.empty() || cli.common.json)) {
+        return cli.usage_error(
+            "--slurm-conf prints the fragment alone: not with --check or --json");
     }
     if (verb == "pick") {
         if (options.hold != (command != nullptr && *command != nullptr)) {
@@ -291,18 +694,25 @@ int run(int argc, char** argv) {
         if (cli.common.json) {
             return cli.usage_error("--json is for list and sync; pick prints ids");
         }
-    } else if (verb != "list" && verb != "sync") {
-        return cli.usage_error("unknown command " + quote(verb) + ": pick, list or sync");
+    } else if (verb != "list" && verb != "sync" && verb != "gres" && verb != "env") {
+        return cli.usage_error("unknown command " + quote(verb) +
+                               ": pick, list, sync, gres or env");
     }
     auto root = Sysroot::open(cli.common.root);
     if (!root) {
         return fail(cli.common, root.error(), kMigCannotRun);
     }
     if (verb == "sync") {
-        return run_sync(cli.common, *root);
+        return run_sync(cli.common, *root, options);
     }
     if (verb == "list") {
-        return run_list(cli.common, *root);
+        return run_list(cli.common, *root, options);
+    }
+    if (verb == "gres") {
+        return run_gres(cli.common, *root, options);
+    }
+    if (verb == "env") {
+        return run_env(cli.common, *root, options);
     }
     return run_pick(cli.common, *root, options, command);
 }
@@ -310,7 +720,7 @@ int run(int argc, char** argv) {
 } // namespace
 
 const Command kMigCommand = {"mig", "gpu-mig", run,
-                             "pick free MIG instances under leases; list and sync them",
+                             "MIG cap nodes, leases, free-instance picks, gres.conf, job env",
                              kMigCannotRun};
 
 } // namespace gpuinit::tools

@@ -2,13 +2,16 @@
 // CI cap node (in a private mount namespace, the machine's /proc/PID
 // directories are bind-mounted into the fixture's proc), read-only leases
 // flocked by an unprivileged uid, and lease files a user planted.
+#include "gpuinit/base/text.hpp"
 #include "gpuinit/mig/leases.hpp"
 #include "machine_fixture.hpp"
+#include "nvidia_smi_text.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <csignal>
 #include <fcntl.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -35,7 +38,12 @@ struct RootBox {
     TempDir dir;
     RootBox() {
         ::chmod(dir.path().c_str(), 0755); // job users must reach the fixture
-        EXPECT_TRUE(write_fixture(a100_mig_box(), dir.path()));
+        // The driver already says DeviceFileModify: 0, so sync's cap nodes
+        // step does not write into the fixture's access files (a regular
+        // file is not the driver: the write would land at its start).
+        testing::FakeMachine machine = a100_mig_box();
+        machine.cap_modify = false;
+        EXPECT_TRUE(write_fixture(machine, dir.path()));
         std::string log;
         EXPECT_EQ(run_process({GPUINIT_BIN, "mig", "sync", "--root", dir.path()}, &log), 0) << log;
     }
@@ -238,6 +246,90 @@ TEST(MigPickRoot, PlantedLeaseFilesAndSymlinksAreRefused) {
         << output;
     EXPECT_NE(output.find("0 created, 2 repaired, 0 removed, 19 kept"), std::string::npos)
         << output;
+}
+
+} // namespace gpuinit
+
+namespace gpuinit {
+
+// sync as root: the cap nodes (as gpu-mknod --mig), the leases and the names
+// file from nvidia-smi's saved output; a second sync changes nothing; a job
+// user, with no nvidia-smi and no NVML, gets MIG UUIDs from the names file
+// in pick and in env.
+TEST(MigSyncRoot, NodesLeasesAndNamesThatJobUsersRead) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    TempDir dir;
+    ::chmod(dir.path().c_str(), 0755);
+    testing::FakeMachine machine = a100_mig_box();
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::string smi = dir / "smi";
+    ::mkdir(smi.c_str(), 0755);
+    auto gpus = testing::smi_a100_box([](unsigned minor) { return testing::fake_uuid(minor); });
+    std::ofstream(smi + "/L.txt") << testing::smi_list(gpus);
+    std::ofstream(smi + "/q.xml") << testing::smi_query_xml(gpus);
+    std::ofstream(smi + "/mig-lci.txt") << testing::smi_lci(gpus);
+    std::string log;
+    ASSERT_EQ(run_process({"/usr/bin/env", "-i", "PATH=/nonexistent", GPUINIT_BIN, "mig", "sync",
+                           "--root", dir.path(), "--nvidia-smi-output", smi},
+                          &log),
+              0)
+        << log;
+    EXPECT_NE(log.find("names: 21 of 21 instances named"), std::string::npos) << log;
+    unsigned ci = oracle_ci_minor(1, 7, 0);
+    struct stat st = testing::lstat_or_die(dir / format("dev/nvidia-caps/nvidia-cap%u", ci));
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+    EXPECT_EQ(st.st_rdev, makedev(kCapsMajor, ci));
+    // The driver was told DeviceFileModify: 0 (the fixture file shows it).
+    std::ifstream access(dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access");
+    std::string line;
+    std::getline(access, line);
+    EXPECT_EQ(line, "DeviceFileModify: 0");
+    st = testing::lstat_or_die(dir / "run/gpu-mig/names");
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_mode & 07777, 0444u);
+
+    // The driver now says 0: a second sync has nothing to do.
+    machine.cap_modify = false;
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    log.clear();
+    ASSERT_EQ(run_process({"/usr/bin/env", "-i", "PATH=/nonexistent", GPUINIT_BIN, "mig", "sync",
+                           "--root", dir.path(), "--nvidia-smi-output", smi, "--verbose"},
+                          &log),
+              0)
+        << log;
+    EXPECT_NE(log.find("0 created, 0 repaired, 0 removed, 21 kept"), std::string::npos) << log;
+    EXPECT_EQ(log.find("created "), std::string::npos) << log;
+
+    // A job user: no nvidia-smi, no NVML, no access to smi/; the names file.
+    ::chmod(smi.c_str(), 0700);
+    std::vector<std::string> job = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                    "--clear-groups",   "/usr/bin/env",  "-i",
+                                    "PATH=/nonexistent"};
+    auto as_job = [&](std::vector<std::string> tail) {
+        std::vector<std::string> argv = job;
+        argv.insert(argv.end(), tail.begin(), tail.end());
+        return argv;
+    };
+    std::string picked;
+    ASSERT_EQ(run_process(as_job({GPUINIT_BIN, "mig", "pick", "--root", dir.path(), "--hold", "--",
+                                  "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                          &picked),
+              0)
+        << picked;
+    EXPECT_EQ(picked, testing::fake_mig_uuid(1, 7, 0) + "\n");
+
+    std::string conf;
+    ASSERT_EQ(run_process({GPUINIT_BIN, "mig", "gres", "--root", dir.path()}, &conf), 0) << conf;
+    ::mkdir((dir / "etc/slurm").c_str(), 0755);
+    std::ofstream(dir / "etc/slurm/gres.conf") << conf;
+    std::string exported;
+    ASSERT_EQ(
+        run_process(as_job({"SLURM_STEP_GPUS=2", GPUINIT_BIN, "mig", "env", "--root", dir.path()}),
+                    &exported),
+        0)
+        << exported;
+    EXPECT_EQ(exported, "export CUDA_VISIBLE_DEVICES=" + testing::fake_mig_uuid(1, 8, 0) + "\n");
 }
 
 } // namespace gpuinit

@@ -43,10 +43,12 @@ enum PersistExit : int {
 enum MigExit : int {
     kMigOk = 0,
     kMigUsage = 1,
-    kMigPartial = 2, // sync: some lease could not be made; list: some instance unreadable
-    kMigCannotRun =
-        3,            // no usable leases or /proc, unknown UUIDs or profiles, bad *_VISIBLE_DEVICES
-    kMigNoneFree = 4, // pick: no free instance (after --wait)
+    kMigPartial = 2, // sync: some node or lease could not be made; list: some instance unreadable
+    // No usable leases or /proc, unknown UUIDs or profiles, bad *_VISIBLE_DEVICES; env: a
+    // device gres.conf does not name
+    kMigCannotRun = 3,
+    kMigNoneFree = 4,           // pick: no free instance (after --wait)
+    kMigDiffers = 4,            // gres --check: the file differs from the machine
     kMigCommandCannotRun = 126, // pick --hold: CMD found but not executable
     kMigCommandNotFound = 127,  // pick --hold: CMD not found
 };

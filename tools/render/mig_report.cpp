@@ -117,10 +117,11 @@ std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& di
     return json.str() + "\n";
 }
 
-Rendered render_mig_sync_text(const LeaseSync& sync, const std::string& lease_dir,
-                              const Diagnostics& diagnostics, int verbosity) {
+Rendered render_mig_sync_text(const MigSyncReport& report, const Diagnostics& diagnostics,
+                              int verbosity) {
     Rendered rendered;
     render_diagnostics(kProgram, diagnostics, verbosity, rendered);
+    const LeaseSync& sync = report.leases;
     if (verbosity > 0) {
         for (const std::string& name : sync.created) {
             rendered.out += "created lease " + name + "\n";
@@ -133,26 +134,129 @@ Rendered render_mig_sync_text(const LeaseSync& sync, const std::string& lease_di
         }
     }
     if (verbosity >= 0) {
-        rendered.out +=
-            format("%s: %zu created, %zu repaired, %zu removed, %zu kept\n", lease_dir.c_str(),
-                   sync.created.size(), sync.repaired.size(), sync.removed.size(), sync.kept);
+        rendered.out += format("%s: %zu created, %zu repaired, %zu removed, %zu kept\n",
+                               report.lease_dir.c_str(), sync.created.size(), sync.repaired.size(),
+                               sync.removed.size(), sync.kept);
+        size_t named = 0;
+        for (const MigInstance& instance : report.instances) {
+            named += !instance.profile.empty() && !instance.uuid.empty() ? 1 : 0;
+        }
+        rendered.out += format("%s/names: %zu of %zu instances named", report.lease_dir.c_str(),
+                               named, report.instances.size()) +
+                        (report.names_source.empty() ? "" : " from " + report.names_source) + "\n";
     }
     return rendered;
 }
 
-std::string render_mig_sync_json(const LeaseSync& sync, const std::string& lease_dir,
+std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome& nodes,
+                                 const MknodReportContext& nodes_context,
                                  const Diagnostics& diagnostics, int exit_code) {
     JsonWriter json;
     json.begin_object();
     json.key("exit_code").value(exit_code);
-    json.key("lease_dir").value(lease_dir);
+    json.key("nodes");
+    write_mknod_json(json, nodes, nodes_context);
+    json.key("lease_dir").value(report.lease_dir);
     json.key("created");
-    list_names(json, sync.created);
+    list_names(json, report.leases.created);
     json.key("repaired");
-    list_names(json, sync.repaired);
+    list_names(json, report.leases.repaired);
     json.key("removed");
-    list_names(json, sync.removed);
-    json.key("kept").value(static_cast<uint64_t>(sync.kept));
+    list_names(json, report.leases.removed);
+    json.key("kept").value(static_cast<uint64_t>(report.leases.kept));
+    json.key("names_source").value(report.names_source);
+    json.key("instances").begin_array();
+    for (const MigInstance& instance : report.instances) {
+        json.begin_object();
+        json.key("key").value(instance.key());
+        json.key("profile").value(instance.profile);
+        json.key("uuid").value(instance.uuid);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("diagnostics");
+    write_diagnostics_json(json, diagnostics);
+    json.end_object();
+    return json.str() + "\n";
+}
+
+std::string render_gres_json(const GresPlan& plan, std::string_view node,
+                             const Diagnostics& diagnostics, int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    json.key("node").value(std::string(node));
+    json.key("records").begin_array();
+    for (const GresRecord& record : plan.records) {
+        json.begin_object();
+        json.key("type").value(record.type);
+        json.key("files");
+        list_names(json, record.files);
+        json.key("subject").value(record.subject);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("counts").begin_object();
+    for (const auto& [type, count] : plan.counts) {
+        json.key(type).value(count);
+    }
+    json.end_object();
+    json.key("slurm_conf").value(render_slurm_gres(plan));
+    json.key("gres_conf").value(render_gres_conf(plan, node));
+    json.key("diagnostics");
+    write_diagnostics_json(json, diagnostics);
+    json.end_object();
+    return json.str() + "\n";
+}
+
+Rendered render_gres_check_text(const std::vector<GresFinding>& findings, const std::string& file,
+                                const Diagnostics& diagnostics, int verbosity) {
+    Rendered rendered;
+    render_diagnostics(kProgram, diagnostics, verbosity, rendered);
+    for (const GresFinding& finding : findings) {
+        rendered.out +=
+            std::string(gres_finding_name(finding.kind)) + ": " + finding.message + "\n";
+    }
+    if (verbosity >= 0) {
+        rendered.out += findings.empty() ? file + ": matches the machine\n"
+                                         : format("%s: %zu differences from the machine\n",
+                                                  file.c_str(), findings.size());
+    }
+    return rendered;
+}
+
+std::string render_gres_check_json(const std::vector<GresFinding>& findings,
+                                   const std::string& file, const Diagnostics& diagnostics,
+                                   int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    json.key("file").value(file);
+    json.key("findings").begin_array();
+    for (const GresFinding& finding : findings) {
+        json.begin_object();
+        json.key("kind").value(gres_finding_name(finding.kind));
+        json.key("line").value(static_cast<uint64_t>(finding.line));
+        json.key("message").value(finding.message);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("diagnostics");
+    write_diagnostics_json(json, diagnostics);
+    json.end_object();
+    return json.str() + "\n";
+}
+
+std::string render_env_json(const std::string& variable, const std::string& indices,
+                            const std::vector<std::string>& ids, const Diagnostics& diagnostics,
+                            int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    json.key("variable").value(variable);
+    json.key("indices").value(indices);
+    json.key("cuda_visible_devices");
+    list_names(json, ids);
     json.key("diagnostics");
     write_diagnostics_json(json, diagnostics);
     json.end_object();

@@ -3,8 +3,10 @@
 #pragma once
 
 #include "common/report.hpp"
+#include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/leases.hpp"
 #include "gpuinit/mig/pick.hpp"
+#include "render/mknod_report.hpp"
 
 #include <string>
 #include <vector>
@@ -19,9 +21,33 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
 std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& diagnostics,
                                  int exit_code);
 
-Rendered render_mig_sync_text(const LeaseSync& sync, const std::string& lease_dir,
-                              const Diagnostics& diagnostics, int verbosity);
-std::string render_mig_sync_json(const LeaseSync& sync, const std::string& lease_dir,
+// What sync did after the cap nodes (those are gpu-mknod's report).
+struct MigSyncReport {
+    const LeaseSync& leases;
+    std::string lease_dir;
+    const std::vector<MigInstance>& instances; // with the names the file got
+    std::string names_source;                  // "" when none answered
+};
+
+Rendered render_mig_sync_text(const MigSyncReport& report, const Diagnostics& diagnostics,
+                              int verbosity);
+std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome& nodes,
+                                 const MknodReportContext& nodes_context,
                                  const Diagnostics& diagnostics, int exit_code);
+
+// gres: gres.conf (with the slurm.conf fragment as its last comment), or
+// the findings of --check.
+std::string render_gres_json(const GresPlan& plan, std::string_view node,
+                             const Diagnostics& diagnostics, int exit_code);
+Rendered render_gres_check_text(const std::vector<GresFinding>& findings, const std::string& file,
+                                const Diagnostics& diagnostics, int verbosity);
+std::string render_gres_check_json(const std::vector<GresFinding>& findings,
+                                   const std::string& file, const Diagnostics& diagnostics,
+                                   int exit_code);
+
+// env: the TaskProlog's line, or JSON.
+std::string render_env_json(const std::string& variable, const std::string& indices,
+                            const std::vector<std::string>& ids, const Diagnostics& diagnostics,
+                            int exit_code);
 
 } // namespace gpuinit::tools

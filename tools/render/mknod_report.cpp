@@ -97,8 +97,8 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
     return rendered;
 }
 
-std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportContext& context) {
-    JsonWriter json;
+void write_mknod_json(JsonWriter& json, const MknodOutcome& outcome,
+                      const MknodReportContext& context) {
     json.begin_object();
     json.key("root").value(context.root_display);
     json.key("dry_run").value(outcome.dry_run);
@@ -161,6 +161,11 @@ std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportCont
     json.key("problems");
     write_diagnostics_json(json, outcome.diagnostics);
     json.end_object();
+}
+
+std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportContext& context) {
+    JsonWriter json;
+    write_mknod_json(json, outcome, context);
     return json.str();
 }
 

@@ -19,5 +19,8 @@ struct MknodReportContext {
 Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext& context,
                            int verbosity);
 std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportContext& context);
+// The same object, as a value inside a larger document (gpu-mig sync's).
+void write_mknod_json(JsonWriter& json, const MknodOutcome& outcome,
+                      const MknodReportContext& context);
 
 } // namespace gpuinit::tools
