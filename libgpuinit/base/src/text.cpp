@@ -135,6 +135,19 @@ std::vector<std::string_view> split_words(std::string_view text) {
     return words;
 }
 
+std::vector<WordLine> word_lines(std::string_view text) {
+    std::vector<WordLine> lines;
+    size_t number = 0;
+    for (std::string_view raw : split_lines(text)) {
+        ++number;
+        std::vector<std::string_view> words = split_words(raw.substr(0, raw.find('#')));
+        if (!words.empty()) {
+            lines.push_back({number, std::move(words)});
+        }
+    }
+    return lines;
+}
+
 std::optional<uint64_t> parse_decimal(std::string_view text, uint64_t max) {
     return parse_in_base(text, 10, max);
 }

@@ -120,13 +120,7 @@ Result<bool> host_list_includes(std::string_view list, std::string_view host) {
 Result<std::vector<GresConfRecord>> parse_gres_conf(std::string_view text, std::string_view source,
                                                     std::string_view node) {
     std::vector<GresConfRecord> records;
-    size_t number = 0;
-    for (std::string_view raw : split_lines(text)) {
-        ++number;
-        std::vector<std::string_view> words = split_words(raw.substr(0, raw.find('#')));
-        if (words.empty()) {
-            continue;
-        }
+    for (const auto& [number, words] : word_lines(text)) {
         std::map<std::string, std::string> keys;
         for (std::string_view word : words) {
             size_t equals = word.find('=');
@@ -204,13 +198,7 @@ std::string autodetect_gres_type(std::string_view model, std::string_view profil
 
 Result<GresTypeMap> parse_gres_type_map(std::string_view text, std::string_view source) {
     GresTypeMap map;
-    size_t number = 0;
-    for (std::string_view raw : split_lines(text)) {
-        ++number;
-        std::vector<std::string_view> words = split_words(raw.substr(0, raw.find('#')));
-        if (words.empty()) {
-            continue;
-        }
+    for (const auto& [number, words] : word_lines(text)) {
         if (words.size() != 2) {
             return parse_error(source, number, "expected 'GENERATED-TYPE SITE-TYPE'");
         }

@@ -36,13 +36,7 @@ std::string render_mig_names_file(const std::vector<MigInstance>& instances,
 
 Result<MigNames> parse_mig_names_file(std::string_view text, std::string_view source) {
     MigNames names{std::string(source)};
-    size_t number = 0;
-    for (std::string_view raw : split_lines(text)) {
-        ++number;
-        std::vector<std::string_view> words = split_words(raw.substr(0, raw.find('#')));
-        if (words.empty()) {
-            continue;
-        }
+    for (const auto& [number, words] : word_lines(text)) {
         if (words.size() != 5) {
             return parse_error(source, number, "expected 'GPU-UUID GI CI PROFILE MIG-UUID'");
         }

@@ -14,6 +14,13 @@ namespace gpuinit {
 std::string_view trim(std::string_view text);
 std::vector<std::string_view> split_lines(std::string_view text);
 std::vector<std::string_view> split_words(std::string_view text);
+// The lines of a small config file, split into words: '#' starts a comment,
+// lines with no words are left out; `number` counts from 1 for messages.
+struct WordLine {
+    size_t number = 0;
+    std::vector<std::string_view> words;
+};
+std::vector<WordLine> word_lines(std::string_view text);
 // Every field between separators, empty ones included: "a,,b" is 3 fields,
 // "" is one empty field.
 std::vector<std::string_view> split_fields(std::string_view text, char separator);
