@@ -3,7 +3,10 @@
 # cgroup v2), two GPUs of three instances each, whose cap nodes gpu-mknod
 # made. slurmd accepts a gres.conf that gives every instance MultipleFiles=
 # of its GPU's node and its GI and CI cap nodes; its DebugFlags=Gres log shows each file's major:minor, and
-# scontrol reports the six instances. A job given one instance with
+# scontrol reports the six instances. gpu-mig sync names them (through a
+# stand-in nvidia-smi), gpu-mig gres writes gres.conf and the Gres=
+# fragment, and gpu-mig env, as the TaskProlog, gives each job its
+# instances' MIG UUIDs (also as a job user, for two instances). A job given one instance with
 # ConstrainDevices=yes (cgroup v2, eBPF) opens exactly that instance's three
 # nodes; every other file gres.conf names fails with EPERM, which root
 # outside any job opens; a job given no GPU opens none of them.
@@ -36,39 +39,90 @@ for access in $(find $caps -name access); do
 done
 ls -l /dev/nvidia* /dev/nvidia-caps
 
-# gres_conf: a gres.conf line per MIG instance (GI and CI), MultipleFiles=
-# of its GPU's node and both cap nodes, and a File= line per GPU without
-# instances. Types as Slurm 22.05's NVML autodetect names them: the model
-# lowercased, spaces to _, cut at its first -, plus the profile for MIG; the
-# whole name for a GPU. /proc has no profile names: the stand-in's instances
-# are taken as 1g.10gb.
-# Replace with `gpu-mig gres` (its gres.conf lines and the Gres= fragment)
-# once it lands; the stand-in has no nvidia-smi or NVML, so give it the
-# instances' profile (nvidia-smi output written here, or a type map).
-gres_conf() {
-  for information in /proc/driver/nvidia/gpus/*/information; do
-    minor=$(awk -F: '$1 == "Device Minor" { gsub(/[ \t]/, "", $2); print $2 }' "$information")
-    type=$(sed -n 's/^Model:[[:space:]]*//p' "$information" | tr 'A-Z ' 'a-z_')
-    instances=$(find "$caps/gpu$minor/mig" -path '*/gi*/ci*/access' 2>/dev/null | sort)
-    if [ -z "$instances" ]; then
-      echo "Name=gpu Type=$type File=/dev/nvidia$minor"
-      continue
-    fi
-    for ci in $instances; do
-      gi=${ci%/ci*}/access
-      echo "Name=gpu Type=${type%%-*}_1g.10gb MultipleFiles=/dev/nvidia$minor,/dev/nvidia-caps/nvidia-cap$(access_minor "$gi"),/dev/nvidia-caps/nvidia-cap$(access_minor "$ci")"
-    done
-  done
+# The stand-in has no nvidia-smi: this one prints -L, -q -x and mig -lci
+# in nvidia-smi's formats from the driver's files, with MIG UUIDs made from
+# (minor, GI, CI) and every instance a 1g.10gb, so gpu-mig sync runs it as
+# it would run the real one (found on PATH, its output bounded).
+cat >/usr/local/sbin/nvidia-smi <<'SMI'
+#!/bin/sh
+caps=/proc/driver/nvidia/capabilities
+field() { sed -n "s/^$1:[[:space:]]*//p" "$2"; }
+mig_uuid() { printf 'MIG-%08x-%04x-4%03x-8%03x-%012x' $((0x3c4c5a27 + $1)) $((0x1000 + $2)) "$1" "$3" $(($1 * 1000 + $2 * 10 + $3)); }
+# "minor gi ci" of every compute instance of GPU minor $1, by GI and CI.
+instances() {
+  find "$caps/gpu$1/mig" -path '*/gi*/ci*/access' 2>/dev/null |
+    sed 's|.*/gi\([0-9]*\)/ci\([0-9]*\)/access|\1 \2|' | sort -n -k1,1 -k2,2
 }
-gres_conf >/etc/slurm/gres.conf
+gpus() {
+  for information in /proc/driver/nvidia/gpus/*/information; do
+    echo "$(field 'Device Minor' "$information") $information"
+  done | sort -n
+}
+index=0
+case "$*" in
+-L)
+  gpus | while read -r minor information; do
+    echo "GPU $index: $(field Model "$information") (UUID: $(field 'GPU UUID' "$information"))"
+    device=0
+    instances "$minor" | while read -r gi ci; do
+      printf '  MIG %-12s Device %2u: (UUID: %s)\n' 1g.10gb "$device" "$(mig_uuid "$minor" "$gi" "$ci")"
+      device=$((device + 1))
+    done
+    index=$((index + 1))
+  done ;;
+"-q -x")
+  echo '<?xml version="1.0" ?>'
+  echo '<nvidia_smi_log>'
+  gpus | while read -r minor information; do
+    echo "	<gpu id=\"$(field 'Bus Location' "$information")\">"
+    echo "		<product_name>$(field Model "$information")</product_name>"
+    echo "		<mig_devices>"
+    device=0
+    instances "$minor" | while read -r gi ci; do
+      printf '\t\t\t<mig_device>\n\t\t\t\t<index>%u</index>\n\t\t\t\t<gpu_instance_id>%u</gpu_instance_id>\n\t\t\t\t<compute_instance_id>%u</compute_instance_id>\n\t\t\t</mig_device>\n' "$device" "$gi" "$ci"
+      device=$((device + 1))
+    done
+    echo "		</mig_devices>"
+    echo "		<uuid>$(field 'GPU UUID' "$information")</uuid>"
+    echo "		<minor_number>$minor</minor_number>"
+    echo "	</gpu>"
+  done
+  echo '</nvidia_smi_log>' ;;
+*) echo "nvidia-smi (stand-in): $* is not supported" >&2; exit 2 ;;
+esac
+SMI
+chmod 0755 /usr/local/sbin/nvidia-smi
+nvidia-smi -L
+# The UUID the stand-in nvidia-smi gives the instance of gres.conf's line.
+expected_uuid() {
+  key=${1##*# MIG gpu}
+  minor=${key%%/*}; gi=${key#*/gi}; gi=${gi%%/*}; ci=${key##*/ci}
+  printf 'MIG-%08x-%04x-4%03x-8%03x-%012x' $((0x3c4c5a27 + minor)) $((0x1000 + gi)) "$minor" "$ci" $((minor * 1000 + gi * 10 + ci))
+}
+
+# gpu-mig sync: the cap nodes again (nothing to do), the leases and the
+# names file, from the nvidia-smi above; the job's TaskProlog reads them.
+gpu-mig sync --verbose | tee /tmp/sync
+grep -q "names: 6 of 6 instances named from /usr/local/sbin/nvidia-smi" /tmp/sync || fail "sync did not name the 6 instances"
+[ "$(stat -c '%U %a' /run/gpu-mig/names)" = "root 444" ] || fail "/run/gpu-mig/names is $(stat -c '%U %a' /run/gpu-mig/names)"
+gpu-mig list
+
+# gres.conf by gpu-mig gres: a line per MIG instance, MultipleFiles= of its
+# GPU's node and its GI and CI cap nodes; types as Slurm 22.05's NVML
+# autodetect names them (the model lowercased, spaces to _, cut at its
+# first -, then the profile).
+gpu-mig gres --node "$node" >/etc/slurm/gres.conf
 cat /etc/slurm/gres.conf
-[ "$(grep -c MultipleFiles= /etc/slurm/gres.conf)" = 6 ] || fail "gres.conf does not list 6 instances"
+[ "$(grep -c '^NodeName=.*MultipleFiles=' /etc/slurm/gres.conf)" = 6 ] || fail "gres.conf does not list 6 instances"
+gpu-mig gres --check /etc/slurm/gres.conf || fail "gpu-mig gres --check finds its own gres.conf differs"
 type=nvidia_a100_80gb_pcie_1g.10gb
-gres=$(sed -n 's/.*Type=\([^ ]*\).*/\1/p' /etc/slurm/gres.conf | sort | uniq -c |
-  awk '{ printf "%sgpu:%s:%s", sep, $2, $1; sep = "," }')
-[ "$gres" = "gpu:$type:6" ] || fail "the node's Gres is $gres, not gpu:$type:6"
+gres=$(gpu-mig gres --slurm-conf)
+[ "$gres" = "Gres=gpu:$type:6" ] || fail "the node's Gres is $gres, not Gres=gpu:$type:6"
 # Every file gres.conf names, one a line.
-sed -n 's/.*Files*=//p' /etc/slurm/gres.conf | tr ',' '\n' | sort -u >/tmp/gres-files
+sed -n 's/.*Files*=\([^ ]*\).*/\1/p' /etc/slurm/gres.conf | tr ',' '\n' | sort -u >/tmp/gres-files
+# The TaskProlog: CUDA_VISIBLE_DEVICES with the instances' MIG UUIDs.
+printf '#!/bin/sh\nexec %s env\n' "$(command -v gpu-mig)" >/etc/slurm/task-prolog
+chmod 0755 /etc/slurm/task-prolog
 
 cat >/etc/slurm/slurm.conf <<CONF
 ClusterName=gpuinit
@@ -89,8 +143,9 @@ StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/lib/slurm/slurmd
 ReturnToService=2
 MpiDefault=none
-NodeName=$node NodeAddr=127.0.0.1 CPUs=1 Gres=$gres State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+TaskProlog=/etc/slurm/task-prolog
+NodeName=$node NodeAddr=127.0.0.1 CPUs=1 $gres State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:2
 CONF
 cat >/etc/slurm/cgroup.conf <<'CONF'
 CgroupPlugin=cgroup/v2
@@ -144,7 +199,8 @@ grep '^OPEN' /tmp/job | cut -d' ' -f2 | sort >/tmp/opened
 # Exactly one instance's files: one gres.conf line's.
 found=
 while read -r line; do
-  if [ "$(echo "${line#*MultipleFiles=}" | tr ',' '\n' | sort | paste -sd,)" = "$(paste -sd, /tmp/opened)" ]; then
+  files=${line#*MultipleFiles=}
+  if [ "$(echo "${files%% *}" | tr ',' '\n' | sort | paste -sd,)" = "$(paste -sd, /tmp/opened)" ]; then
     found=$line
   fi
 done </etc/slurm/gres.conf
@@ -152,6 +208,56 @@ done </etc/slurm/gres.conf
 echo "the job got: $found"
 [ "$(grep -c '^DENIED.*Operation not permitted$' /tmp/job)" = "$(($(wc -l </tmp/gres-files) - 3))" ] ||
   fail "not every other file was denied with EPERM"
+# The TaskProlog gave the job that instance's MIG UUID, not an index.
+grep -qx "CUDA_VISIBLE_DEVICES=$(expected_uuid "$found") SLURM_STEP_GPUS=.*" /tmp/job ||
+  fail "the job's CUDA_VISIBLE_DEVICES is not $(expected_uuid "$found"): $(grep CUDA_VISIBLE /tmp/job)"
+
+# A job user's job of two instances: two UUIDs, those of the two instances
+# whose cap nodes it can open (/dev/nvidiaN needs the GPU's group, which
+# nobody lacks), in gres.conf's order; the TaskProlog runs as the user and
+# reads the names file sync wrote.
+runuser -u nobody -- srun --chdir=/tmp --gres=gpu:$type:2 sh /tmp/probe | tee /tmp/job2
+grep '^OPEN /dev/nvidia-caps/' /tmp/job2 | cut -d' ' -f2 | sort >/tmp/opened2
+[ "$(wc -l </tmp/opened2)" = 4 ] || fail "the two-instance job opened the cap nodes $(paste -sd' ' /tmp/opened2)"
+want=
+while read -r line; do
+  case "$line" in
+  *MultipleFiles=*) files=${line#*MultipleFiles=} ;;
+  *) continue ;;
+  esac
+  if [ -z "$(echo "${files%% *}" | tr ',' '\n' | grep nvidia-caps | grep -vxFf /tmp/opened2)" ]; then
+    want=$want${want:+,}$(expected_uuid "$line")
+  fi
+done </etc/slurm/gres.conf
+grep -qx "CUDA_VISIBLE_DEVICES=$want SLURM_STEP_GPUS=.*" /tmp/job2 ||
+  fail "the two-instance job's CUDA_VISIBLE_DEVICES is not $want: $(grep CUDA_VISIBLE /tmp/job2)"
+
+# Slurm's index past the first GPU: while a job holds five instances (the
+# partition lets two jobs share the one CPU), the next job gets the sixth,
+# device 5, gpu1/gi3/ci0, and its UUID.
+srun --gres=gpu:$type:5 sleep 120 &
+holder=$!
+wait_for 'squeue -h -t R | grep -q .' 600 || fail "the five-instance job did not start"
+srun --gres=gpu:$type:1 sh /tmp/probe | tee /tmp/job3
+last=$(grep MultipleFiles= /etc/slurm/gres.conf | tail -n 1)
+grep -qx "CUDA_VISIBLE_DEVICES=$(expected_uuid "$last") SLURM_STEP_GPUS=5" /tmp/job3 ||
+  fail "the sixth instance's job has $(grep CUDA_VISIBLE /tmp/job3), not $(expected_uuid "$last") and device 5"
+scancel --quiet "$(squeue -h -o %i | head -n 1)"
+wait "$holder" || true
+
+# No names (no names file, no nvidia-smi): env cannot name the instance, so
+# the task does not start, and the job's output says why.
+mv /run/gpu-mig/names /tmp/names.saved
+chmod 0 /usr/local/sbin/nvidia-smi
+if srun --gres=gpu:$type:1 sh /tmp/probe >/tmp/job4 2>&1; then
+  cat /tmp/job4
+  fail "a job ran although gpu-mig env could not name its instance"
+fi
+cat /tmp/job4
+grep -q '^gpu-mig env: .*has no known MIG UUID' /tmp/job4 || fail "the job's output does not say why gpu-mig env failed"
+! grep -q '^OPEN' /tmp/job4 || fail "the task ran"
+chmod 0755 /usr/local/sbin/nvidia-smi
+mv /tmp/names.saved /run/gpu-mig/names
 
 srun sh /tmp/probe | tee /tmp/nogpu
 [ "$(grep -c '^DENIED.*Operation not permitted$' /tmp/nogpu)" = "$(wc -l </tmp/gres-files)" ] ||
