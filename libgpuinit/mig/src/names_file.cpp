@@ -45,8 +45,10 @@ Result<MigNames> parse_mig_names_file(std::string_view text, std::string_view so
         if (!gi || !ci) {
             return parse_error(source, number, "the GI and CI ids must be numbers");
         }
+        // A copy: clang (the fuzz build) cannot capture a structured binding.
+        size_t line = number;
         auto at_line = [&](const Diagnostic& failure) {
-            return parse_error(source, number, failure.message);
+            return parse_error(source, line, failure.message);
         };
         if (words[3] != kUnknown) {
             if (auto added = names.add_profile(words[0], static_cast<unsigned>(*gi),
