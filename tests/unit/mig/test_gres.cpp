@@ -96,6 +96,37 @@ TEST(MigGres, OneLinePerInstanceAndPerWholeGpu) {
     EXPECT_EQ(render_slurm_gres(*mapped), "Gres=gpu:nvidia_a100_80gb_pcie:1,gpu:small:21");
 }
 
+// Mixed profiles on one A100: a 3g.40gb GI split into two CIs (1c and 2c,
+// each its own gres device sharing the GI's cap file), a 2g.20gb and a
+// 1g.10gb; the types carry the CI's own profile (NVML's name, as Slurm's
+// autodetect does from 23.11).
+TEST(MigGres, MixedProfilesAndTwoCisInOneGi) {
+    testing::FakeMachine fake = testing::workstation(2);
+    fake.mig_caps = true;
+    fake.mig = {{1, 1, {0, 1}}, {1, 5, {0}}, {1, 13, {0}}};
+    Box box;
+    load(box, fake);
+    ASSERT_EQ(box.instances.size(), 4u);
+    const char* profiles[] = {"1c.3g.40gb", "2c.3g.40gb", "2g.20gb", "1g.10gb"};
+    for (size_t i = 0; i < box.instances.size(); ++i) {
+        box.instances[i].profile = profiles[i];
+    }
+    auto plan = plan_gres(box.machine, box.instances, GresTypeStyle::Autodetect, nullptr);
+    ASSERT_TRUE(plan) << plan.error().text();
+    ASSERT_EQ(plan->records.size(), 5u); // GPU 0 whole, four instances on GPU 1
+    std::string gi_cap = "/dev/nvidia-caps/nvidia-cap" + std::to_string(oracle_gi_minor(1, 1));
+    EXPECT_EQ(plan->records[1].files[1], gi_cap);
+    EXPECT_EQ(plan->records[2].files[1], gi_cap);
+    EXPECT_EQ(plan->records[1].files[2],
+              "/dev/nvidia-caps/nvidia-cap" + std::to_string(oracle_ci_minor(1, 1, 0)));
+    EXPECT_EQ(plan->records[2].files[2],
+              "/dev/nvidia-caps/nvidia-cap" + std::to_string(oracle_ci_minor(1, 1, 1)));
+    EXPECT_EQ(render_slurm_gres(*plan),
+              "Gres=gpu:nvidia_a100_80gb_pcie:1,gpu:nvidia_a100_80gb_pcie_1c.3g.40gb:1,"
+              "gpu:nvidia_a100_80gb_pcie_1g.10gb:1,gpu:nvidia_a100_80gb_pcie_2c.3g.40gb:1,"
+              "gpu:nvidia_a100_80gb_pcie_2g.20gb:1");
+}
+
 TEST(MigGres, AnUnknownProfileIsNamedNotGuessed) {
     Box box;
     load(box);
