@@ -11,7 +11,7 @@
 #include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/leases.hpp"
 #include "gpuinit/mig/names_file.hpp"
-#include "gpuinit/mig/nvml.hpp"
+#include "gpuinit/mig/names_source.hpp"
 #include "gpuinit/mig/pick.hpp"
 #include "gpuinit/mig/slurm_env.hpp"
 #include "render/mig_report.hpp"
@@ -176,78 +176,15 @@ Result<MigView> read_view(const Sysroot& root, Diagnostics& diagnostics,
     return view;
 }
 
-// Names from the driver now: NVML (dynamic build), else nvidia-smi.
-Result<MigNames> live_names(Diagnostics& diagnostics) {
-    std::string nvml_failure;
-    if (nvml_supported()) {
-        Diagnostics nvml_diagnostics;
-        auto names = mig_names_from_nvml(nvml_diagnostics);
-        if (names) {
-            for (const Diagnostic& item : nvml_diagnostics.items()) {
-                diagnostics.add(item);
-            }
-            return names;
-        }
-        nvml_failure = "NVML: " + names.error().message + "; ";
-    }
-    auto names = run_nvidia_smi(diagnostics);
-    if (!names) {
-        Diagnostic failure = names.error();
-        failure.message = nvml_failure + failure.message;
-        return failure;
-    }
-    return names;
-}
-
-enum class NamesFirst {
-    File, // the names file when it covers every instance (job-side commands)
-    Live, // NVML or nvidia-smi (sync, which writes the file)
-};
-
-// Fills the instances' profiles and MIG UUIDs: from --nvidia-smi-output
-// when given (failing is fatal: the admin asked for it), else as `first`
-// says, falling back to the other source. What stays unknown is warned
-// about (apply_mig_names), never made up.
-Status name_instances(const Sysroot& root, const MigOptions& options, NamesFirst first,
+// Fills the view's profiles and MIG UUIDs (see name_mig_instances).
+Status name_instances(const Sysroot& root, const MigOptions& options, MigNamesFirst first,
                       MigView& view, Diagnostics& diagnostics) {
-    if (view.instances.empty()) {
-        return {};
+    auto source =
+        name_mig_instances(root, {options.smi_output, first}, view.instances, diagnostics);
+    if (!source) {
+        return source.error();
     }
-    if (!options.smi_output.empty()) {
-        auto names = load_nvidia_smi_output(options.smi_output, diagnostics);
-        if (!names) {
-            return names.error();
-        }
-        apply_mig_names(view.instances, *names, diagnostics);
-        view.names_source = names->source();
-        return {};
-    }
-    std::optional<MigNames> file;
-    if (auto read = read_mig_names_file(root); !read) {
-        diagnostics.warning(read.error().message);
-    } else {
-        file = std::move(*read);
-    }
-    if (first == NamesFirst::File && file && mig_names_cover(*file, view.instances)) {
-        apply_mig_names(view.instances, *file, diagnostics);
-        view.names_source = file->source();
-        return {};
-    }
-    auto live = live_names(diagnostics);
-    if (live) {
-        apply_mig_names(view.instances, *live, diagnostics);
-        view.names_source = live->source();
-        return {};
-    }
-    if (file && first == NamesFirst::File) {
-        diagnostics.warning("MIG names from the driver: " + live.error().message +
-                            "; using the names file of the last gpu-mig sync, which lacks some");
-        apply_mig_names(view.instances, *file, diagnostics);
-        view.names_source = file->source();
-        return {};
-    }
-    diagnostics.warning("MIG names from the driver: " + live.error().message +
-                        "; profiles and MIG UUIDs stay unknown");
+    view.names_source = std::move(*source);
     return {};
 }
 
@@ -293,7 +230,8 @@ int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions&
         diagnostics.warning("some instances could not be read: leases of instances that seem "
                             "gone were kept; fix the errors above and rerun gpu-mig sync");
     }
-    if (auto named = name_instances(root, options, NamesFirst::Live, *view, diagnostics); !named) {
+    if (auto named = name_instances(root, options, MigNamesFirst::Driver, *view, diagnostics);
+        !named) {
         diagnostics.add(named.error());
     }
     std::string source = view->names_source.empty() ? "no source" : view->names_source;
@@ -320,7 +258,8 @@ int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions&
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
-    if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics); !named) {
+    if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
+        !named) {
         return fail(common, named.error(), kMigCannotRun);
     }
     auto uses = instance_uses(root, view->machine, view->instances, diagnostics);
@@ -351,7 +290,7 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
                         (cuda_visible && cuda_visible->find("MIG-") != std::string::npos) ||
                         (nvidia_visible && nvidia_visible->find("MIG-") != std::string::npos);
     if (names_needed) {
-        if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics);
+        if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
             !named) {
             return fail(common, named.error(), kMigCannotRun);
         }
@@ -396,7 +335,8 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
 
 Result<GresPlan> gres_plan(const Sysroot& root, const MigOptions& options, MigView& view,
                            Diagnostics& diagnostics) {
-    if (auto named = name_instances(root, options, NamesFirst::File, view, diagnostics); !named) {
+    if (auto named = name_instances(root, options, MigNamesFirst::File, view, diagnostics);
+        !named) {
         return named.error();
     }
     std::optional<GresTypeMap> type_map;
@@ -512,7 +452,7 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     // Whole GPUs need no names: ask for them only when a MIG UUID is missing.
     auto found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
     if (!found) {
-        if (auto named = name_instances(root, options, NamesFirst::File, *view, diagnostics);
+        if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
             !named) {
             return fail(common, named.error(), kMigCannotRun);
         }
