@@ -27,6 +27,14 @@ const char* state_of(const InstanceUse& use) {
     return *use.leased ? "leased" : "free";
 }
 
+// Every report ends alike: its diagnostics, the closing brace, a newline.
+std::string finished(JsonWriter& json, const Diagnostics& diagnostics) {
+    json.key("diagnostics");
+    write_diagnostics_json(json, diagnostics);
+    json.end_object();
+    return json.str() + "\n";
+}
+
 void list_names(JsonWriter& json, const std::vector<std::string>& names) {
     json.begin_array();
     for (const std::string& name : names) {
@@ -111,10 +119,7 @@ std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& di
         json.end_object();
     }
     json.end_array();
-    json.key("diagnostics");
-    write_diagnostics_json(json, diagnostics);
-    json.end_object();
-    return json.str() + "\n";
+    return finished(json, diagnostics);
 }
 
 Rendered render_mig_sync_text(const MigSyncReport& report, const Diagnostics& diagnostics,
@@ -174,10 +179,7 @@ std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome
         json.end_object();
     }
     json.end_array();
-    json.key("diagnostics");
-    write_diagnostics_json(json, diagnostics);
-    json.end_object();
-    return json.str() + "\n";
+    return finished(json, diagnostics);
 }
 
 std::string render_gres_json(const GresPlan& plan, std::string_view node,
@@ -203,10 +205,7 @@ std::string render_gres_json(const GresPlan& plan, std::string_view node,
     json.end_object();
     json.key("slurm_conf").value(render_slurm_gres(plan));
     json.key("gres_conf").value(render_gres_conf(plan, node));
-    json.key("diagnostics");
-    write_diagnostics_json(json, diagnostics);
-    json.end_object();
-    return json.str() + "\n";
+    return finished(json, diagnostics);
 }
 
 Rendered render_gres_check_text(const std::vector<GresFinding>& findings, const std::string& file,
@@ -241,10 +240,7 @@ std::string render_gres_check_json(const std::vector<GresFinding>& findings,
         json.end_object();
     }
     json.end_array();
-    json.key("diagnostics");
-    write_diagnostics_json(json, diagnostics);
-    json.end_object();
-    return json.str() + "\n";
+    return finished(json, diagnostics);
 }
 
 std::string render_env_json(const std::string& variable, const std::string& indices,
@@ -257,10 +253,7 @@ std::string render_env_json(const std::string& variable, const std::string& indi
     json.key("indices").value(indices);
     json.key("cuda_visible_devices");
     list_names(json, ids);
-    json.key("diagnostics");
-    write_diagnostics_json(json, diagnostics);
-    json.end_object();
-    return json.str() + "\n";
+    return finished(json, diagnostics);
 }
 
 } // namespace gpuinit::tools
