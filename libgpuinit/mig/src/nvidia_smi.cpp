@@ -205,6 +205,46 @@ struct MigInProgress {
     size_t line = 0;
 };
 
+// One row of `mig -lgi` (GPU MIG PROFILE PROFILE-ID GI-ID [START:SIZE]) or,
+// with `compute`, of `mig -lci` (GPU GI-ID MIG PROFILE PROFILE-ID CI-ID
+// [START:SIZE]), its words as walk_table splits them.
+struct InstanceRow {
+    unsigned gpu = 0;
+    unsigned gi = 0;
+    unsigned ci = 0;
+    unsigned profile_id = 0;
+    std::string profile;
+};
+
+Result<InstanceRow> instance_row(const std::vector<std::string_view>& w, bool compute,
+                                 std::string_view source, size_t line_no) {
+    size_t shift = compute ? 1 : 0; // -lci has the GI id second
+    size_t size = 5 + shift;
+    if ((w.size() != size && w.size() != size + 1) || w[1 + shift] != "MIG" ||
+        (w.size() == size + 1 && !placement(w[size]))) {
+        return at(source, line_no,
+                  compute ? "not a compute instance row (GPU GI-ID MIG PROFILE PROFILE-ID CI-ID "
+                            "START:SIZE)"
+                          : "not a GPU instance row (GPU MIG PROFILE PROFILE-ID GI-ID START:SIZE)");
+    }
+    auto gpu = number(w[0], kMaxSmiIndex);
+    auto gi = number(w[compute ? 1 : 4], kMaxGi);
+    auto profile_id = number(w[3 + shift], kMaxProfileId);
+    auto ci = compute ? number(w[5], kMaxCi) : std::optional<unsigned>(0);
+    if (!gpu || !gi || !profile_id || !ci) {
+        return at(source, line_no,
+                  format("GPU index (0-%u), GI id (0-%u), profile id (0-%u) or CI id (0-%u) out "
+                         "of range",
+                         static_cast<unsigned>(kMaxSmiIndex), static_cast<unsigned>(kMaxGi),
+                         static_cast<unsigned>(kMaxProfileId), static_cast<unsigned>(kMaxCi)));
+    }
+    std::string_view profile = w[2 + shift];
+    if (!valid_mig_profile(profile)) {
+        return at(source, line_no, "not a MIG profile name: " + quote(profile));
+    }
+    return InstanceRow{*gpu, *gi, *ci, *profile_id, std::string(profile)};
+}
+
 } // namespace
 
 Result<std::vector<SmiListGpu>> parse_nvidia_smi_list(std::string_view text,
@@ -316,36 +356,15 @@ Result<std::vector<SmiGpuInstance>> parse_nvidia_smi_lgi(std::string_view text,
     Status walked = walk_table(
         text, source, "nvidia-smi mig -lgi", "No GPU instances found",
         [&](const std::vector<std::string_view>& w, size_t line_no) -> Status {
-            // GPU, "MIG", profile, profile id, GI id[, placement]
-            if ((w.size() != 5 && w.size() != 6) || w[1] != "MIG" ||
-                (w.size() == 6 && !placement(w[5]))) {
+            auto row = instance_row(w, false, source, line_no);
+            if (!row) {
+                return row.error();
+            }
+            if (!seen.insert({row->gpu, row->gi}).second) {
                 return at(source, line_no,
-                          "not a GPU instance row (GPU MIG PROFILE PROFILE-ID GI-ID START:SIZE)");
+                          format("GI %u of GPU %u is listed twice", row->gi, row->gpu));
             }
-            SmiGpuInstance row;
-            auto gpu = number(w[0], kMaxSmiIndex);
-            auto profile_id = number(w[3], kMaxProfileId);
-            auto gi = number(w[4], kMaxGi);
-            if (!gpu || !profile_id || !gi) {
-                return at(source, line_no,
-                          format("GPU index (0-%u), profile id (0-%u) or GI id (0-%u) out of "
-                                 "range",
-                                 static_cast<unsigned>(kMaxSmiIndex),
-                                 static_cast<unsigned>(kMaxProfileId),
-                                 static_cast<unsigned>(kMaxGi)));
-            }
-            if (!valid_mig_profile(w[2])) {
-                return at(source, line_no, "not a MIG profile name: " + quote(w[2]));
-            }
-            if (!seen.insert({*gpu, *gi}).second) {
-                return at(source, line_no, format("GI %u of GPU %u is listed twice", *gi, *gpu));
-            }
-            row.gpu_index = *gpu;
-            row.profile = std::string(w[2]);
-            row.profile_id = *profile_id;
-            row.gi = *gi;
-            row.line = line_no;
-            rows.push_back(std::move(row));
+            rows.push_back({row->gpu, std::move(row->profile), row->profile_id, row->gi, line_no});
             return {};
         });
     if (!walked) {
@@ -358,45 +377,22 @@ Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view te
                                                              std::string_view source) {
     std::vector<SmiComputeInstance> rows;
     std::set<std::tuple<unsigned, unsigned, unsigned>> seen;
-    Status walked = walk_table(
-        text, source, "nvidia-smi mig -lci", "No compute instances found",
-        [&](const std::vector<std::string_view>& w, size_t line_no) -> Status {
-            // GPU, GI id, "MIG", profile, profile id, CI id[, placement]
-            if ((w.size() != 6 && w.size() != 7) || w[2] != "MIG" ||
-                (w.size() == 7 && !placement(w[6]))) {
-                return at(source, line_no,
-                          "not a compute instance row (GPU GI-ID MIG PROFILE PROFILE-ID CI-ID "
-                          "START:SIZE)");
-            }
-            auto gpu = number(w[0], kMaxSmiIndex);
-            auto gi = number(w[1], kMaxGi);
-            auto profile_id = number(w[4], kMaxProfileId);
-            auto ci = number(w[5], kMaxCi);
-            if (!gpu || !gi || !profile_id || !ci) {
-                return at(source, line_no,
-                          format("GPU index (0-%u), GI id (0-%u), profile id (0-%u) or CI id "
-                                 "(0-%u) out of range",
-                                 static_cast<unsigned>(kMaxSmiIndex), static_cast<unsigned>(kMaxGi),
-                                 static_cast<unsigned>(kMaxProfileId),
-                                 static_cast<unsigned>(kMaxCi)));
-            }
-            if (!valid_mig_profile(w[3])) {
-                return at(source, line_no, "not a MIG profile name: " + quote(w[3]));
-            }
-            if (!seen.insert({*gpu, *gi, *ci}).second) {
-                return at(source, line_no,
-                          format("CI %u of GI %u of GPU %u is listed twice", *ci, *gi, *gpu));
-            }
-            SmiComputeInstance row;
-            row.gpu_index = *gpu;
-            row.gi = *gi;
-            row.profile = std::string(w[3]);
-            row.profile_id = *profile_id;
-            row.ci = *ci;
-            row.line = line_no;
-            rows.push_back(std::move(row));
-            return {};
-        });
+    Status walked =
+        walk_table(text, source, "nvidia-smi mig -lci", "No compute instances found",
+                   [&](const std::vector<std::string_view>& w, size_t line_no) -> Status {
+                       auto row = instance_row(w, true, source, line_no);
+                       if (!row) {
+                           return row.error();
+                       }
+                       if (!seen.insert({row->gpu, row->gi, row->ci}).second) {
+                           return at(source, line_no,
+                                     format("CI %u of GI %u of GPU %u is listed twice", row->ci,
+                                            row->gi, row->gpu));
+                       }
+                       rows.push_back({row->gpu, row->gi, std::move(row->profile), row->profile_id,
+                                       row->ci, line_no});
+                       return {};
+                   });
     if (!walked) {
         return walked.error();
     }
