@@ -2,6 +2,7 @@
 // autodetect would use, the slurm.conf fragment, and --check's findings.
 #include "gpuinit/mig/gres.hpp"
 #include "machine_fixture.hpp"
+#include "mig_box.hpp"
 #include "temp_dir.hpp"
 
 #include <algorithm>
@@ -16,27 +17,14 @@ namespace gpuinit {
 using testing::a100_mig_box;
 using testing::oracle_ci_minor;
 using testing::oracle_gi_minor;
-using testing::TempDir;
 
 namespace {
 
-struct Box {
-    TempDir dir;
-    Machine machine;
-    std::vector<MigInstance> instances;
-};
+using Box = testing::MigBox;
 
 // The 4xA100 box with every instance a 1g.10gb (as names would say).
 void load(Box& box, const testing::FakeMachine& fake = a100_mig_box()) {
-    ASSERT_TRUE(testing::write_fixture(fake, box.dir.path()));
-    Diagnostics diagnostics;
-    auto root = Sysroot::open(box.dir.path());
-    auto machine = discover_machine(*root, diagnostics);
-    auto mig = read_mig_topology(*root, diagnostics);
-    ASSERT_TRUE(machine && mig);
-    box.machine = std::move(*machine);
-    box.machine.mig = std::move(*mig);
-    box.instances = join_mig_instances(box.machine, box.machine.mig, diagnostics);
+    testing::load_mig_box(box, fake);
     for (MigInstance& instance : box.instances) {
         instance.profile = "1g.10gb";
     }

@@ -5,25 +5,19 @@
 #include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/slurm_env.hpp"
 #include "machine_fixture.hpp"
-#include "temp_dir.hpp"
+#include "mig_box.hpp"
 
 #include <gtest/gtest.h>
 
 namespace gpuinit {
 
-using testing::a100_mig_box;
 using testing::fake_uuid;
 using testing::oracle_ci_minor;
 using testing::oracle_gi_minor;
-using testing::TempDir;
 
 namespace {
 
-struct Box {
-    TempDir dir;
-    Machine machine;
-    std::vector<MigInstance> instances;
-};
+using Box = testing::MigBox;
 
 std::string mig_uuid(unsigned gpu, unsigned gi, unsigned ci) {
     return format("MIG-%08x-0000-4000-8000-%012x", gpu, gi * 100 + ci);
@@ -31,15 +25,7 @@ std::string mig_uuid(unsigned gpu, unsigned gi, unsigned ci) {
 
 // The 4xA100 box; every instance gets a MIG UUID made from its key.
 void load(Box& box) {
-    ASSERT_TRUE(testing::write_fixture(a100_mig_box(), box.dir.path()));
-    Diagnostics diagnostics;
-    auto root = Sysroot::open(box.dir.path());
-    auto machine = discover_machine(*root, diagnostics);
-    auto mig = read_mig_topology(*root, diagnostics);
-    ASSERT_TRUE(machine && mig);
-    box.machine = std::move(*machine);
-    box.machine.mig = std::move(*mig);
-    box.instances = join_mig_instances(box.machine, box.machine.mig, diagnostics);
+    testing::load_mig_box(box);
     for (MigInstance& instance : box.instances) {
         instance.profile = "1g.10gb";
         instance.uuid = mig_uuid(instance.gpu_minor, instance.gi, instance.ci);
