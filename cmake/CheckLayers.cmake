@@ -9,6 +9,7 @@ set(GPUINIT_ALLOWED_devnodes "host;fs;base")
 set(GPUINIT_ALLOWED_modules "host;fs;base")
 set(GPUINIT_ALLOWED_persist "host;fs;base")
 set(GPUINIT_ALLOWED_mig "devnodes;host;fs;base")
+set(GPUINIT_ALLOWED_limit "fs;base")
 
 function(gpuinit_check_layers)
   get_property(layers GLOBAL PROPERTY GPUINIT_LAYERS)

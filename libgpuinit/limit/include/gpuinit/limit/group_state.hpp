@@ -1,0 +1,172 @@
+// The shared state of one limit group (a container or a job): one file,
+// <state dir>/<group>/state, mmap'd by every process of the group.
+//
+// - A versioned header, a device table keyed by GPU UUID, and fixed
+//   per-process slots that never move (no compaction: a process keeps a
+//   pointer to its slot for its whole life).
+// - Each slot is owned through an OFD byte-range write lock on its own byte
+//   of the file (F_OFD_SETLK). The kernel drops the lock when the process
+//   dies however it dies, so "is the owner alive" is "can I take its lock",
+//   with no pid, no pid reuse and no pid-namespace question, and no lock a
+//   dead process can leave held.
+// - Admission is a compare-and-swap on the device's group total: two
+//   processes can never both pass the cap. The total and the slot's own
+//   counter are kept consistent across a SIGKILL at any instruction by a
+//   short tag in the total word and an in-flight flag in the slot (see
+//   group_state.cpp), which a reclaimer resolves.
+//
+// Freestanding (no heap, no exceptions): linked into libgpulimit.so and used
+// by `gpu-limit status`.
+#pragma once
+
+#include "gpuinit/limit/egpu.hpp"
+#include "gpuinit/limit/problem.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gpuinit::limit {
+
+inline constexpr uint32_t kStateMagic = 0x4d4c5047; // "GPLM"
+inline constexpr uint32_t kStateVersion = 1;
+inline constexpr int kMaxGroupDevices = 16;
+inline constexpr int kMaxSlots = 1024;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// Layout of the file (all fields naturally aligned; the file is created
+// zero-filled and sized once). Shared between processes that may run
+// different builds of the library: any change bumps kStateVersion.
+struct DeviceRecord {
+    std::atomic<uint32_t> state; // 0 empty, 1 being filled, 2 ready
+    uint32_t reserved0;
+    char uuid[kUuidSize];                 // written before state becomes 2
+    std::atomic<uint64_t> cap;            // bytes; the first process sets it
+    std::atomic<uint64_t> physical_total; // bytes, as the driver reported it
+    std::atomic<uint64_t> total_word;     // tag (slot+1) in the top bits, bytes below
+    std::atomic<uint64_t> peak;           // highest total seen, bytes
+    std::atomic<uint64_t> refusals;       // allocations refused over the cap
+    uint64_t reserved1[2];
+};
+
+struct SlotRecord {
+    std::atomic<uint32_t> state;      // 0 never used, 1 live, 2 released
+    std::atomic<int32_t> pid;         // the owner's pid in its own namespace (display only)
+    std::atomic<uint64_t> started_ns; // CLOCK_REALTIME at registration (display only)
+    char comm[16];                    // the owner's /proc/self/comm (display only)
+    // In-flight operation, written by the owner before it touches a total:
+    std::atomic<uint64_t> op_bytes;
+    std::atomic<uint32_t> op_device;
+    std::atomic<uint32_t> op_negative;
+    // Per device: this process's charge in bytes, bit 63 = an operation on
+    // that device is in flight (op_* describe it).
+    std::atomic<uint64_t> charged[kMaxGroupDevices];
+    uint64_t reserved[4];
+};
+
+struct StateHeader {
+    std::atomic<uint32_t> magic; // set last, after the rest is initialized
+    uint32_t version;
+    uint32_t slot_count;       // kMaxSlots
+    uint32_t device_count_max; // kMaxGroupDevices
+    uint64_t lock_base;        // file offset of slot i's lock byte: lock_base + i
+    uint64_t reserved[5];
+    DeviceRecord devices[kMaxGroupDevices];
+};
+
+struct StateFile {
+    StateHeader header;
+    SlotRecord slots[kMaxSlots];
+};
+
+enum class Admission : uint8_t { Admitted, OverCap };
+
+// What one device of a group looks like (for status and tests).
+struct DeviceUsage {
+    char uuid[kUuidSize];
+    uint64_t cap;
+    uint64_t physical_total;
+    uint64_t used; // the group total
+    uint64_t peak;
+    uint64_t refusals;
+};
+
+// One process's handle on a group's state. Not copyable; no heap. The file
+// descriptor is O_CLOEXEC, so exec drops the slot; fork() children must call
+// reopen_after_fork() (the library does it from a pthread_atfork handler)
+// because a child shares the parent's open file description and thus its
+// locks.
+class GroupState {
+  public:
+    GroupState() = default;
+    GroupState(const GroupState&) = delete;
+    GroupState& operator=(const GroupState&) = delete;
+    ~GroupState();
+
+    // Opens (creating 0700 directories and a 0600 file as needed)
+    // <state_dir>/<group>/state. Refuses, without following symlinks, a
+    // directory or file not owned by the caller or root, writable by group or
+    // others, not a directory / regular file, or a file with more than one
+    // link; a file of the wrong size, magic or version. Initialization is
+    // race-free between processes starting together.
+    bool open(const char* state_dir, const char* group, Problem& problem);
+
+    // Read-only open for `gpu-limit status` (no creation, no slot).
+    bool open_read_only(const char* state_dir, const char* group, Problem& problem);
+
+    // Claims a free slot (OFD lock), first reclaiming whatever a dead previous
+    // owner left in it. Start position is spread by pid so that hundreds of
+    // processes starting together do not contend on the same slots.
+    bool register_process(Problem& problem);
+
+    // Finds the device's record by UUID or adds it with this cap. A device
+    // already recorded with another cap is an error (one cap per group);
+    // returns the device index in the group, or -1 with `problem` set.
+    int attach_device(const char* uuid, uint64_t cap, uint64_t physical_total, Problem& problem);
+
+    // Admission: adds `bytes` to the device's group total if the total stays
+    // at or under the cap, else OverCap (after one reclaim of dead slots).
+    Admission charge(int device, uint64_t bytes);
+    // Adds without the cap check (memory the driver has already taken, such
+    // as graph memory found after a launch).
+    void charge_forced(int device, uint64_t bytes);
+    // Removes bytes this process charged earlier (never below zero).
+    void uncharge(int device, uint64_t bytes);
+
+    uint64_t group_used(int device) const;
+    uint64_t cap(int device) const;
+    uint64_t own_charged(int device) const;
+    void note_refusal(int device);
+
+    // Returns the charges of every slot whose owner is dead to the totals
+    // (each exactly once, even with several reclaimers at a time). Returns the
+    // number of slots reclaimed. Cheap to call often: only live-marked slots
+    // are probed, one fcntl each.
+    int reclaim_dead();
+
+    // In a fork child: the inherited description is the parent's; open a new
+    // one and claim a new slot with zero charges.
+    bool reopen_after_fork(Problem& problem);
+
+    // Gives the slot back (charges returned) and unmaps. Idempotent.
+    void close();
+
+    // Snapshot for status. device_count() is the number of ready records.
+    int device_count() const;
+    bool device_usage(int device, DeviceUsage& usage) const;
+    // Slot i: false when never used or released; alive is the OFD probe.
+    bool slot_usage(int slot, int32_t& pid, uint64_t charged[kMaxGroupDevices], bool& alive,
+                    char comm[16]) const;
+    int own_slot() const { return slot_; }
+
+  private:
+    StateFile* file_ = nullptr;
+    int fd_ = -1;
+    int slot_ = -1;
+    bool writable_ = false;
+    char path_[kPathSize] = {};
+};
+
+} // namespace gpuinit::limit
