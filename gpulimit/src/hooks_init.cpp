@@ -1,6 +1,6 @@
-// cuInit: the point where the runtime initializes. Pass-through for now.
+// cuInit: where the limiter initializes (settings, devices, group state).
 #include "runtime.hpp"
 
 GPULIMIT_EXPORT CUresult cuInit(unsigned int flags) {
-    return GPULIMIT_CALL_REAL(cuInit, flags);
+    return gpulimit::initialize_from_cuinit(flags);
 }

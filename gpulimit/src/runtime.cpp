@@ -1,0 +1,470 @@
+#include "runtime.hpp"
+
+#include "oom.hpp"
+#include "switch.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <pthread.h>
+#include <strings.h>
+#include <unistd.h>
+
+namespace gpulimit {
+namespace {
+
+constexpr uint64_t kFallbackGranularity = uint64_t{2} << 20;
+constexpr uint64_t kPoolReconcileIntervalNs = 250ULL * 1000 * 1000;
+
+enum Phase : int { kUninitialized, kDisabled, kReady, kFailed };
+
+// The runtime is built in place on first use: a global with a constructor
+// would run code at load time, in every process the library is preloaded
+// into, and a destructor at exit.
+alignas(Runtime) unsigned char g_storage[sizeof(Runtime)];
+Runtime* g_runtime = nullptr;
+std::atomic<int> g_phase{kUninitialized};
+pthread_mutex_t g_init_mutex = PTHREAD_MUTEX_INITIALIZER;
+// Set while this thread runs the initialization: a hooked call made from
+// inside the real cuInit (or from our own discovery) passes through instead
+// of waiting for itself.
+thread_local bool t_initializing = false;
+
+uint64_t now_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1000000000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
+
+const char* env_lookup(const char* name, void* /*context*/) {
+    return getenv(name);
+}
+
+void say_problem(const limit::Problem& problem) {
+    char line[sizeof(problem.text) + 16];
+    const int length = snprintf(line, sizeof(line), "gpulimit: %s\n", problem.text);
+    if (length > 0) {
+        (void)!write(STDERR_FILENO, line,
+                     static_cast<size_t>(length) < sizeof(line) ? static_cast<size_t>(length)
+                                                                : sizeof(line) - 1);
+    }
+}
+
+void format_uuid(const CUuuid& uuid, char (&out)[limit::kUuidSize]) {
+    const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+    snprintf(out, sizeof(out),
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+}
+
+void adjust_charge(limit::GroupState& state, int group_index, uint64_t& counted,
+                   uint64_t reserved) {
+    if (reserved > counted) {
+        state.charge_forced(group_index, reserved - counted);
+    } else if (reserved < counted) {
+        state.uncharge(group_index, counted - reserved);
+    }
+    counted = reserved;
+}
+
+class Locked {
+  public:
+    explicit Locked(pthread_mutex_t& mutex) : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
+    ~Locked() { pthread_mutex_unlock(&mutex_); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+  private:
+    pthread_mutex_t& mutex_;
+};
+
+// A fork child shares the parent's open file description and so its slot
+// lock: it takes a slot of its own with nothing charged. Its copies of the
+// parent's allocations are not its own (CUDA does not survive fork).
+void after_fork_in_child() {
+    pthread_mutex_init(&g_init_mutex, nullptr);
+    if (g_phase.load(std::memory_order_acquire) != kReady) {
+        return;
+    }
+    Runtime& runtime = *g_runtime;
+    runtime.table.reset_after_fork();
+    pthread_mutex_init(&runtime.pool_mutex, nullptr);
+    pthread_mutex_init(&runtime.graph_mutex, nullptr);
+    for (int i = 0; i < runtime.device_count; ++i) {
+        runtime.devices[i].graph_counted.store(0, std::memory_order_relaxed);
+    }
+    runtime.oom_episode.store(false, std::memory_order_relaxed);
+    limit::Problem problem;
+    if (!runtime.state.reopen_after_fork(problem)) {
+        say_problem(problem);
+        g_phase.store(kFailed, std::memory_order_release);
+    }
+}
+
+// Everything the driver tells us about one device, and its cap.
+bool discover_device(Runtime& runtime, int ordinal, limit::Problem& problem) {
+    const RealCuda& r = real();
+    DeviceInfo& device = runtime.devices[ordinal];
+    device.ordinal = ordinal;
+    if (r.cuDeviceGet == nullptr || r.cuDeviceGet(&device.handle, ordinal) != CUDA_SUCCESS) {
+        return limit::fail(problem, 0, "cuDeviceGet(%d) failed; the driver is not usable", ordinal);
+    }
+    CUuuid uuid{};
+    const auto get_uuid =
+        r.cuDeviceGetUuid_v2 != nullptr ? r.cuDeviceGetUuid_v2 : r.cuDeviceGetUuid;
+    if (get_uuid == nullptr || get_uuid(&uuid, device.handle) != CUDA_SUCCESS) {
+        return limit::fail(problem, 0,
+                           "cannot read the UUID of CUDA device %d; devices are matched by UUID",
+                           ordinal);
+    }
+    format_uuid(uuid, device.uuid);
+    size_t total = 0;
+    if (r.cuDeviceTotalMem_v2 == nullptr ||
+        r.cuDeviceTotalMem_v2(&total, device.handle) != CUDA_SUCCESS) {
+        return limit::fail(problem, 0, "cannot read the memory size of %s", device.uuid);
+    }
+    device.physical_total = total;
+    size_t granularity = 0;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device.handle;
+    if (r.cuMemGetAllocationGranularity == nullptr ||
+        r.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        granularity == 0) {
+        granularity = kFallbackGranularity;
+    }
+    device.granularity = granularity;
+    return true;
+}
+
+// NVIDIA_VISIBLE_DEVICES indices count devices in PCI bus order (nvidia-smi's
+// numbering), which need not be CUDA's.
+uint32_t pci_order_index(const char (*bus_ids)[32], int count, int ordinal) {
+    uint32_t index = 0;
+    for (int i = 0; i < count; ++i) {
+        const int order = strcasecmp(bus_ids[i], bus_ids[ordinal]);
+        if (order < 0 || (order == 0 && i < ordinal)) {
+            ++index;
+        }
+    }
+    return index;
+}
+
+bool set_up(Runtime& runtime, limit::Problem& problem) {
+    const RealCuda& r = real();
+    int count = 0;
+    if (r.cuDeviceGetCount == nullptr || r.cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+        return limit::fail(problem, 0, "cuDeviceGetCount failed after cuInit");
+    }
+    if (count > limit::kMaxGroupDevices) {
+        return limit::fail(problem, 0,
+                           "%d CUDA devices are visible, the limiter handles at most %d; narrow "
+                           "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES",
+                           count, limit::kMaxGroupDevices);
+    }
+    runtime.device_count = count;
+    char bus_ids[limit::kMaxGroupDevices][32] = {};
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+        if (!discover_device(runtime, ordinal, problem)) {
+            return false;
+        }
+        if (r.cuDeviceGetPCIBusId == nullptr ||
+            r.cuDeviceGetPCIBusId(bus_ids[ordinal], sizeof(bus_ids[ordinal]),
+                                  runtime.devices[ordinal].handle) != CUDA_SUCCESS) {
+            // Without a bus id the CUDA order stands in; UUID entries still match.
+            snprintf(bus_ids[ordinal], sizeof(bus_ids[ordinal]), "~%04d", ordinal);
+        }
+    }
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+        DeviceInfo& device = runtime.devices[ordinal];
+        if (limit::device_listed(runtime.settings.visible, device.uuid,
+                                 pci_order_index(bus_ids, count, ordinal))) {
+            if (!limit::device_cap(runtime.settings, device.physical_total, device.cap, problem)) {
+                return false;
+            }
+        } else {
+            device.cap = 0;
+        }
+    }
+
+    char state_dir[limit::kPathSize];
+    if (runtime.settings.state_dir[0] != '\0') {
+        snprintf(state_dir, sizeof(state_dir), "%s", runtime.settings.state_dir);
+    } else if (!limit::default_state_dir(static_cast<uint32_t>(getuid()), getenv("XDG_RUNTIME_DIR"),
+                                         state_dir, problem)) {
+        return false;
+    }
+    if (!runtime.state.open(state_dir, runtime.settings.group, problem) ||
+        !runtime.state.register_process(problem)) {
+        return false;
+    }
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+        DeviceInfo& device = runtime.devices[ordinal];
+        device.group_index =
+            runtime.state.attach_device(device.uuid, device.cap, device.physical_total, problem);
+        if (device.group_index < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Runs once to a final phase (or leaves kUninitialized when the real cuInit
+// fails, so that a later cuInit can try again). Returns the real cuInit's
+// result when it was called, else CUDA_SUCCESS.
+CUresult initialize(unsigned int flags) {
+    Locked lock(g_init_mutex);
+    const int phase = g_phase.load(std::memory_order_acquire);
+    if (phase != kUninitialized) {
+        return CUDA_SUCCESS;
+    }
+    t_initializing = true;
+    struct Done {
+        ~Done() { t_initializing = false; }
+    } done;
+
+    if (g_runtime == nullptr) {
+        g_runtime = new (g_storage) Runtime();
+    }
+    Runtime& runtime = *g_runtime;
+    limit::Problem problem;
+    if (!limit::parse_settings(env_lookup, nullptr, runtime.settings, problem)) {
+        say_problem(problem);
+        g_phase.store(kFailed, std::memory_order_release);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    if (!limiter_enabled() || !runtime.settings.enabled) {
+        g_phase.store(kDisabled, std::memory_order_release);
+        return CUDA_SUCCESS;
+    }
+    const CUresult init = real().cuInit != nullptr ? real().cuInit(flags) : CUDA_ERROR_NOT_FOUND;
+    if (init != CUDA_SUCCESS) {
+        return init;
+    }
+    if (!set_up(runtime, problem)) {
+        say_problem(problem);
+        runtime.state.close();
+        g_phase.store(kFailed, std::memory_order_release);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    static bool fork_handler_registered = false;
+    if (!fork_handler_registered) {
+        fork_handler_registered = pthread_atfork(nullptr, nullptr, after_fork_in_child) == 0;
+    }
+    g_phase.store(kReady, std::memory_order_release);
+    return CUDA_SUCCESS;
+}
+
+} // namespace
+
+CUresult enter(Runtime*& runtime) {
+    runtime = nullptr;
+    if (!limiter_enabled()) {
+        return CUDA_SUCCESS;
+    }
+    switch (g_phase.load(std::memory_order_acquire)) {
+    case kReady:
+        runtime = g_runtime;
+        return CUDA_SUCCESS;
+    case kDisabled:
+        return CUDA_SUCCESS;
+    case kFailed:
+        return CUDA_ERROR_NOT_PERMITTED;
+    default:
+        break;
+    }
+    if (t_initializing) {
+        return CUDA_SUCCESS;
+    }
+    const CUresult result = initialize(0);
+    switch (g_phase.load(std::memory_order_acquire)) {
+    case kReady:
+        runtime = g_runtime;
+        return CUDA_SUCCESS;
+    case kFailed:
+        return CUDA_ERROR_NOT_PERMITTED;
+    default:
+        // Disabled, or the real cuInit failed: the real call answers for itself.
+        (void)result;
+        return CUDA_SUCCESS;
+    }
+}
+
+CUresult initialize_from_cuinit(unsigned int flags) {
+    switch (g_phase.load(std::memory_order_acquire)) {
+    case kFailed:
+        return CUDA_ERROR_NOT_PERMITTED;
+    case kUninitialized:
+        if (!t_initializing) {
+            const CUresult result = initialize(flags);
+            const int phase = g_phase.load(std::memory_order_acquire);
+            if (phase == kFailed) {
+                return CUDA_ERROR_NOT_PERMITTED;
+            }
+            if (phase == kReady || result != CUDA_SUCCESS) {
+                return result;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    // Disabled, already initialized, or called from inside our own
+    // initialization: the real cuInit is idempotent.
+    return real().cuInit != nullptr ? real().cuInit(flags) : CUDA_ERROR_NOT_FOUND;
+}
+
+DeviceInfo* Runtime::by_handle(CUdevice handle) {
+    for (int i = 0; i < device_count; ++i) {
+        if (devices[i].handle == handle) {
+            return &devices[i];
+        }
+    }
+    return nullptr;
+}
+
+DeviceInfo* Runtime::by_ordinal(int ordinal) {
+    return ordinal >= 0 && ordinal < device_count ? &devices[ordinal] : nullptr;
+}
+
+DeviceInfo* Runtime::by_uuid(const char* uuid) {
+    for (int i = 0; i < device_count; ++i) {
+        if (strcasecmp(devices[i].uuid, uuid) == 0) {
+            return &devices[i];
+        }
+    }
+    return nullptr;
+}
+
+DeviceInfo* Runtime::by_group_index(int group_index) {
+    for (int i = 0; i < device_count; ++i) {
+        if (devices[i].group_index == group_index) {
+            return &devices[i];
+        }
+    }
+    return nullptr;
+}
+
+DeviceInfo* Runtime::current() {
+    CUdevice handle = 0;
+    if (real().cuCtxGetDevice == nullptr || real().cuCtxGetDevice(&handle) != CUDA_SUCCESS) {
+        return nullptr;
+    }
+    return by_handle(handle);
+}
+
+DeviceInfo* Runtime::of_stream(CUstream stream, bool per_thread) {
+    const RealCuda& r = real();
+    const auto get_ctx =
+        per_thread && r.cuStreamGetCtx_ptsz != nullptr ? r.cuStreamGetCtx_ptsz : r.cuStreamGetCtx;
+    CUcontext context = nullptr;
+    if (get_ctx == nullptr || get_ctx(stream, &context) != CUDA_SUCCESS || context == nullptr ||
+        r.cuCtxPushCurrent_v2 == nullptr || r.cuCtxPopCurrent_v2 == nullptr) {
+        return current();
+    }
+    if (r.cuCtxPushCurrent_v2(context) != CUDA_SUCCESS) {
+        return current();
+    }
+    DeviceInfo* device = current();
+    CUcontext popped = nullptr;
+    r.cuCtxPopCurrent_v2(&popped);
+    return device;
+}
+
+bool Runtime::admit(DeviceInfo& device, uint64_t bytes, bool pools_locked) {
+    reconcile_pools_throttled(pools_locked);
+    if (state.charge(device.group_index, bytes) == limit::Admission::Admitted) {
+        if (oom_episode.load(std::memory_order_relaxed)) {
+            oom_episode.store(false, std::memory_order_relaxed);
+        }
+        return true;
+    }
+    // A pool may have given memory back at a synchronization point we did
+    // not see: count that before refusing.
+    if (table.count(Kind::Pool) > 0) {
+        reconcile_pools(pools_locked);
+        if (state.charge(device.group_index, bytes) == limit::Admission::Admitted) {
+            oom_episode.store(false, std::memory_order_relaxed);
+            return true;
+        }
+    }
+    state.note_refusal(device.group_index);
+    if (pools_locked) {
+        // The OOM script may take seconds: do not hold up the process's pools.
+        pthread_mutex_unlock(&pool_mutex);
+        handle_refusal(*this, device, bytes);
+        pthread_mutex_lock(&pool_mutex);
+    } else {
+        handle_refusal(*this, device, bytes);
+    }
+    return false;
+}
+
+void Runtime::release(DeviceInfo& device, uint64_t bytes) {
+    if (bytes != 0) {
+        state.uncharge(device.group_index, bytes);
+    }
+}
+
+void Runtime::reconcile_pools(bool pools_locked) {
+    if (table.count(Kind::Pool) == 0 || real().cuMemPoolGetAttribute == nullptr) {
+        return;
+    }
+    if (!pools_locked) {
+        pthread_mutex_lock(&pool_mutex);
+    }
+    table.for_each(Kind::Pool, [this](uint64_t handle, Allocation& pool) {
+        cuuint64_t reserved = 0;
+        if (real().cuMemPoolGetAttribute(reinterpret_cast<CUmemoryPool>(handle),
+                                         CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                         &reserved) == CUDA_SUCCESS) {
+            adjust_charge(state, pool.device, pool.bytes, reserved);
+        }
+    });
+    if (!pools_locked) {
+        pthread_mutex_unlock(&pool_mutex);
+    }
+    last_pool_reconcile_ns.store(now_ns(), std::memory_order_relaxed);
+}
+
+void Runtime::reconcile_pools_throttled(bool pools_locked) {
+    if (table.count(Kind::Pool) == 0) {
+        return;
+    }
+    const uint64_t now = now_ns();
+    if (now - last_pool_reconcile_ns.load(std::memory_order_relaxed) >= kPoolReconcileIntervalNs) {
+        reconcile_pools(pools_locked);
+    }
+}
+
+void Runtime::reconcile_graph_memory() {
+    const auto query = real().cuDeviceGetGraphMemAttribute;
+    if (query == nullptr) {
+        return;
+    }
+    Locked lock(graph_mutex);
+    for (int i = 0; i < device_count; ++i) {
+        DeviceInfo& device = devices[i];
+        cuuint64_t reserved = 0;
+        if (query(device.handle, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+            CUDA_SUCCESS) {
+            continue;
+        }
+        uint64_t counted = device.graph_counted.load(std::memory_order_relaxed);
+        adjust_charge(state, device.group_index, counted, reserved);
+        device.graph_counted.store(counted, std::memory_order_relaxed);
+    }
+}
+
+void Runtime::refresh_for_report() {
+    state.reclaim_dead();
+    reconcile_pools(false);
+    reconcile_graph_memory();
+}
+
+} // namespace gpulimit
