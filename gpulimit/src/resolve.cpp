@@ -1,0 +1,300 @@
+// How a program reaches our wrappers, beyond direct binding to our exports:
+//
+// - dlsym(handle, name) on libcuda's or NVML's handle (PyTorch, Triton and
+//   NVML users dlopen the driver and look names up): we export dlsym, and
+//   for those two handles, with the switch on, a hooked name answers our
+//   wrapper. Everything else is glibc's answer.
+// - cuGetProcAddress / cuGetProcAddress_v2 (the CUDA runtime gets every
+//   driver function this way): the real one picks the variant for the
+//   caller's cudaVersion and flags; we only swap the pointer it returned
+//   for our wrapper of that very function, recognized by address among the
+//   real driver's exports. We never pick a variant ourselves.
+#include "real.hpp"
+#include "switch.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <dlfcn.h>
+#include <link.h>
+
+namespace gpulimit {
+namespace {
+
+enum class DriverLibrary { None, Cuda, Nvml };
+
+// Our wrapper exported under exactly this ABI name, or null. Code, not a
+// table: a table of function addresses would need a dynamic initializer.
+void* cuda_wrapper_named(const char* name) {
+#define GPULIMIT_CUDA_HOOK(hook, params)                                                           \
+    if (std::strcmp(name, #hook) == 0) {                                                           \
+        return reinterpret_cast<void*>(&::hook);                                                   \
+    }
+#include "entry_points.def"
+    return nullptr;
+}
+
+void* nvml_wrapper_named(const char* name) {
+#define GPULIMIT_NVML_HOOK(hook, params)                                                           \
+    if (std::strcmp(name, #hook) == 0) {                                                           \
+        return reinterpret_cast<void*>(&::hook);                                                   \
+    }
+#include "entry_points.def"
+    return nullptr;
+}
+
+// The wrapper for the hooked function whose real address is `function`, or
+// null for anything else. The real addresses are real_cuda()'s, which the
+// real dlsym found under the hooked ABI names: this is the map from a real
+// pointer back to its ABI name.
+void* cuda_wrapper_for_real(const RealCuda& real, void* function) {
+    if (function == nullptr) {
+        return nullptr;
+    }
+#define GPULIMIT_CUDA_HOOK(hook, params)                                                           \
+    if (reinterpret_cast<void*>(real.hook) == function) {                                          \
+        return reinterpret_cast<void*>(&::hook);                                                   \
+    }
+#include "entry_points.def"
+    return nullptr;
+}
+
+bool starts_with(const char* text, const char* prefix) {
+    return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
+}
+
+// The handle of each driver library once a dlsym has been seen on it. We
+// keep the reference dlopen(RTLD_NOLOAD) took, so the handle can never be
+// recycled for another object.
+constinit std::atomic<void*> g_cuda_handle{nullptr};
+constinit std::atomic<void*> g_nvml_handle{nullptr};
+
+// Whether `handle` is the process's libcuda.so.1 or libnvidia-ml.so.1.
+// Cheap for the common case (any other library): two compares, then the
+// file name from the link map (dlinfo, no lock); only a name that looks like
+// the driver's is confirmed by identity with dlopen(soname, RTLD_NOLOAD),
+// which also matches a copy opened under another path or name.
+DriverLibrary driver_library_of(void* handle) {
+    if (handle == g_cuda_handle.load(std::memory_order_acquire)) {
+        return DriverLibrary::Cuda;
+    }
+    if (handle == g_nvml_handle.load(std::memory_order_acquire)) {
+        return DriverLibrary::Nvml;
+    }
+    struct link_map* map = nullptr;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) {
+        (void)dlerror();
+        return DriverLibrary::None;
+    }
+    const char* slash = std::strrchr(map->l_name, '/');
+    const char* file = slash != nullptr ? slash + 1 : map->l_name;
+    DriverLibrary library = DriverLibrary::None;
+    const char* soname = nullptr;
+    std::atomic<void*>* cache = nullptr;
+    if (starts_with(file, "libcuda.so")) {
+        library = DriverLibrary::Cuda;
+        soname = kCudaLibrary;
+        cache = &g_cuda_handle;
+    } else if (starts_with(file, "libnvidia-ml.so")) {
+        library = DriverLibrary::Nvml;
+        soname = kNvmlLibrary;
+        cache = &g_nvml_handle;
+    } else {
+        return DriverLibrary::None;
+    }
+    void* loaded = dlopen(soname, RTLD_NOLOAD | RTLD_LAZY);
+    if (loaded == nullptr) {
+        (void)dlerror();
+        return DriverLibrary::None;
+    }
+    if (loaded != handle) {
+        // Another copy (dlmopen, a private path): not the driver the real
+        // pointers came from; let glibc answer.
+        dlclose(loaded);
+        return DriverLibrary::None;
+    }
+    void* expected = nullptr;
+    if (!cache->compare_exchange_strong(expected, loaded, std::memory_order_acq_rel)) {
+        dlclose(loaded); // another thread cached the same handle first
+    }
+    return library;
+}
+
+} // namespace
+} // namespace gpulimit
+
+// ---------------------------------------------------------------------------
+// dlsym.
+//
+// glibc's dlsym looks at its return address to know who called it: RTLD_NEXT
+// means "after the caller's object", and the caller's namespace decides
+// RTLD_DEFAULT. So the forward to it must be a jump with the original
+// caller's return address still in place, not a call from here, and GCC
+// does not promise a sibling call (sanitizers, the stack protector, -O0).
+// The entry is therefore a few instructions of assembly: save the two
+// arguments, ask gpulimit_dlsym_route(), then either return its answer or
+// restore the arguments and jump to the real dlsym.
+//
+// The entry is exported twice, as glibc does: dlsym@@GLIBC_2.34 (programs
+// linked on glibc 2.34+) and dlsym@GLIBC_OLD (older programs and libraries,
+// which reference libdl's). The version script declares the two nodes.
+//
+// This runs in every process the library is preloaded into, before main
+// too: no allocation, no lock of ours, and with the switch off, a load and a
+// compare before the jump.
+
+struct DlsymRoute {
+    void* result;  // returned as is when forward is null
+    void* forward; // the real dlsym to jump to, arguments unchanged
+};
+
+extern "C" __attribute__((visibility("hidden"), used)) DlsymRoute
+gpulimit_dlsym_route(void* handle, const char* name) {
+    using gpulimit::DriverLibrary;
+    void* const forward = reinterpret_cast<void*>(gpulimit::real_dlsym_function());
+    if (!gpulimit::limiter_enabled() || handle == RTLD_DEFAULT || handle == RTLD_NEXT ||
+        name == nullptr) {
+        return {nullptr, forward};
+    }
+    void* wrapper = nullptr;
+    switch (gpulimit::driver_library_of(handle)) {
+    case DriverLibrary::Cuda:
+        wrapper = gpulimit::cuda_wrapper_named(name);
+        break;
+    case DriverLibrary::Nvml:
+        wrapper = gpulimit::nvml_wrapper_named(name);
+        break;
+    case DriverLibrary::None:
+        break;
+    }
+    if (wrapper != nullptr) {
+        return {wrapper, nullptr};
+    }
+    return {nullptr, forward};
+}
+
+#if defined(__x86_64__)
+// rdi = handle, rsi = name. Two pushes and 8 bytes keep the stack 16-byte
+// aligned at the call. route returns {result, forward} in rax:rdx.
+__asm__(R"(
+    .text
+    .p2align 4
+    .globl gpulimit_dlsym_entry
+    .type gpulimit_dlsym_entry, @function
+gpulimit_dlsym_entry:
+    .cfi_startproc
+    endbr64
+    push %rdi
+    .cfi_adjust_cfa_offset 8
+    push %rsi
+    .cfi_adjust_cfa_offset 8
+    sub $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call gpulimit_dlsym_route
+    add $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    pop %rsi
+    .cfi_adjust_cfa_offset -8
+    pop %rdi
+    .cfi_adjust_cfa_offset -8
+    test %rdx, %rdx
+    jz 1f
+    jmp *%rdx
+1:
+    ret
+    .cfi_endproc
+    .size gpulimit_dlsym_entry, .-gpulimit_dlsym_entry
+)");
+#elif defined(__aarch64__)
+// x0 = handle, x1 = name; route returns {result, forward} in x0:x1. The
+// frame holds x29/x30 and the two arguments; x30 (the caller's return
+// address) is restored before the jump. br through x16 is allowed by BTI.
+__asm__(R"(
+    .text
+    .p2align 4
+    .globl gpulimit_dlsym_entry
+    .type gpulimit_dlsym_entry, %function
+gpulimit_dlsym_entry:
+    .cfi_startproc
+    hint #34
+    stp x29, x30, [sp, #-32]!
+    .cfi_def_cfa_offset 32
+    .cfi_offset 29, -32
+    .cfi_offset 30, -24
+    mov x29, sp
+    stp x0, x1, [sp, #16]
+    bl gpulimit_dlsym_route
+    cbz x1, 1f
+    mov x16, x1
+    ldp x0, x1, [sp, #16]
+    ldp x29, x30, [sp], #32
+    .cfi_remember_state
+    .cfi_def_cfa_offset 0
+    .cfi_restore 29
+    .cfi_restore 30
+    br x16
+1:
+    .cfi_restore_state
+    ldp x29, x30, [sp], #32
+    .cfi_def_cfa_offset 0
+    .cfi_restore 29
+    .cfi_restore 30
+    ret
+    .cfi_endproc
+    .size gpulimit_dlsym_entry, .-gpulimit_dlsym_entry
+)");
+#else
+#error "libgpulimit.so: no dlsym entry for this architecture"
+#endif
+
+// The exported names of the entry (the symbol gpulimit_dlsym_entry itself is
+// made local by the version script).
+__asm__(".symver gpulimit_dlsym_entry, dlsym@@GLIBC_2.34");
+__asm__(".symver gpulimit_dlsym_entry, dlsym@" GPULIMIT_GLIBC_OLD);
+
+// ---------------------------------------------------------------------------
+// cuGetProcAddress and cuGetProcAddress_v2: the caller's exact arguments go to
+// the real one, whose answer we keep but for the pointer: the real function
+// of one of our hooks becomes that hook's wrapper. symbolStatus and every
+// error (SYMBOL_NOT_FOUND, VERSION_NOT_SUFFICIENT) are the driver's own.
+// Asking for cuGetProcAddress itself returns ours the same way.
+
+namespace {
+
+void swap_in_wrapper(void** pfn) {
+    if (pfn == nullptr || !gpulimit::limiter_enabled()) {
+        return;
+    }
+    void* wrapper = gpulimit::cuda_wrapper_for_real(gpulimit::real_cuda(), *pfn);
+    if (wrapper != nullptr) {
+        *pfn = wrapper;
+    }
+}
+
+} // namespace
+
+GPULIMIT_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                          cuuint64_t flags) {
+    const auto real = gpulimit::real_cuda().cuGetProcAddress;
+    if (real == nullptr) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    const CUresult result = real(symbol, pfn, cudaVersion, flags);
+    if (result == CUDA_SUCCESS) {
+        swap_in_wrapper(pfn);
+    }
+    return result;
+}
+
+GPULIMIT_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                             cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult* symbolStatus) {
+    const auto real = gpulimit::real_cuda().cuGetProcAddress_v2;
+    if (real == nullptr) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    const CUresult result = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (result == CUDA_SUCCESS) {
+        swap_in_wrapper(pfn);
+    }
+    return result;
+}
