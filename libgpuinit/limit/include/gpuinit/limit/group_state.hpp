@@ -56,12 +56,13 @@ struct SlotRecord {
     std::atomic<int32_t> pid;         // the owner's pid in its own namespace (display only)
     std::atomic<uint64_t> started_ns; // CLOCK_REALTIME at registration (display only)
     char comm[16];                    // the owner's /proc/self/comm (display only)
-    // In-flight operation, written by the owner before it touches a total:
-    std::atomic<uint64_t> op_bytes;
-    std::atomic<uint32_t> op_device;
-    std::atomic<uint32_t> op_negative;
+    // Per device: the in-flight operation's bytes, bit 63 = a removal.
+    // Written by the owner after it sets the in-flight flag of charged[d] and
+    // before it touches the total. Per device, not one per slot, because the
+    // threads of one process may work on different devices at once.
+    std::atomic<uint64_t> op[kMaxGroupDevices];
     // Per device: this process's charge in bytes, bit 63 = an operation on
-    // that device is in flight (op_* describe it).
+    // that device is in flight (op[d] describes it).
     std::atomic<uint64_t> charged[kMaxGroupDevices];
     uint64_t reserved[4];
 };
@@ -82,6 +83,20 @@ struct StateFile {
 };
 
 enum class Admission : uint8_t { Admitted, OverCap };
+
+// The steps of the accounting protocol (group_state.cpp), for tests that end
+// a process at each of them (see GroupState::charge_stepwise).
+enum class Step : uint8_t {
+    FlagSet = 1, // the slot's in-flight flag for the device is set
+    OpWritten,   // op[d] describes the operation
+    TotalTagged, // the device total includes it and carries the slot's tag
+    SlotUpdated, // the slot's charge includes it, flag cleared
+    Untagged,    // the tag is gone: the operation is complete
+    Refused,     // over the cap: the flag is cleared, nothing changed
+};
+// `slot` is the slot the step was taken for: the caller's own, or, while
+// reclaiming, the dead slot whose charges are being returned.
+using StepHook = void (*)(Step step, int slot, void* context);
 
 // What one device of a group looks like (for status and tests).
 struct DeviceUsage {
@@ -128,6 +143,9 @@ class GroupState {
 
     // Admission: adds `bytes` to the device's group total if the total stays
     // at or under the cap, else OverCap (after one reclaim of dead slots).
+    // A refusal is not counted here: the caller calls note_refusal() once per
+    // allocation it finally refuses. OverCap too for an unknown device or an
+    // unregistered handle (fail closed).
     Admission charge(int device, uint64_t bytes);
     // Adds without the cap check (memory the driver has already taken, such
     // as graph memory found after a launch).
@@ -150,6 +168,14 @@ class GroupState {
     // one and claim a new slot with zero charges.
     bool reopen_after_fork(Problem& problem);
 
+    // For tests: the same code as charge, uncharge and reclaim_dead (one
+    // template each), calling hook(step, slot, context) after every step so
+    // that a test can SIGKILL the process there. The entry points above are
+    // compiled without the calls.
+    Admission charge_stepwise(int device, uint64_t bytes, StepHook hook, void* context);
+    void uncharge_stepwise(int device, uint64_t bytes, StepHook hook, void* context);
+    int reclaim_dead_stepwise(StepHook hook, void* context);
+
     // Gives the slot back (charges returned) and unmaps. Idempotent.
     void close();
 
@@ -162,10 +188,17 @@ class GroupState {
     int own_slot() const { return slot_; }
 
   private:
+    struct Protocol; // group_state.cpp
+
     StateFile* file_ = nullptr;
     int fd_ = -1;
     int slot_ = -1;
+    int owner_pid_ = 0; // the process that registered slot_ (a fork child is not it)
     bool writable_ = false;
+    // One reclaimer per process at a time: the OFD locks of one description
+    // do not exclude each other, so two threads must not both take a dead
+    // slot's lock. Process-local, never held while waiting on another process.
+    std::atomic<bool> reclaiming_{false};
     char path_[kPathSize] = {};
 };
 
