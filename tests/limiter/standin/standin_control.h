@@ -1,0 +1,86 @@
+/* Test controls of the stand-in driver (tests only).
+ *
+ * The stand-in libcuda.so.1 and libnvidia-ml.so.1 export these next to the
+ * driver API. A test program finds them with dlsym on the library's handle
+ * (dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW)), since the program itself
+ * must not link against the stand-in (the interposer sits in between):
+ *
+ *   auto calls = reinterpret_cast<gpulimit_standin_calls_fn>(
+ *       dlsym(handle, GPULIMIT_STANDIN_CALLS));
+ *   calls("cuMemAlloc_v2");
+ *
+ * Names are exported ABI names ("cuMemAlloc_v2", "cuMemAllocAsync_ptsz"):
+ * each exported function counts under its own name however it was reached
+ * (direct call, dlsym, cuGetProcAddress).
+ *
+ * Environment of the stand-in:
+ *   GPULIMIT_STANDIN_DEVICES="UUID:TOTAL_BYTES:PCI_BUS_ID,..." in CUDA
+ *       ordinal order (default: GPU-11111111-2222-3333-4444-555555555555,
+ *       16 GiB, 0000:3b:00.0 and GPU-66666666-7777-8888-9999-aaaaaaaaaaaa,
+ *       8 GiB, 0000:1a:00.0; NVML lists them in PCI order, so reversed);
+ *   GPULIMIT_STANDIN_DRIVER_VERSION (default 13000) for cuDriverGetVersion;
+ *   GPULIMIT_STANDIN_TRACE=1: one stderr line per call, cuGetProcAddress
+ *       request and cuGetExportTable request.
+ *
+ * Memory as the stand-in sees it (process-local): every allocation rounds
+ * up to 2 MiB; a pool holds its reserve in 2 MiB chunks and gives back what
+ * is above its release threshold only at synchronization; graph memory is
+ * what gpulimit_standin_set_graph_reserved says. */
+#ifndef GPULIMIT_STANDIN_CONTROL_H
+#define GPULIMIT_STANDIN_CONTROL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Calls of the exported function named abi_name since the start (or the last
+ * reset), failed and injected calls included. */
+unsigned long long gpulimit_standin_calls(const char* abi_name);
+typedef unsigned long long (*gpulimit_standin_calls_fn)(const char* abi_name);
+#define GPULIMIT_STANDIN_CALLS "gpulimit_standin_calls"
+
+/* Sets every counter back to zero. */
+void gpulimit_standin_reset_calls(void);
+typedef void (*gpulimit_standin_reset_calls_fn)(void);
+#define GPULIMIT_STANDIN_RESET_CALLS "gpulimit_standin_reset_calls"
+
+/* ABI name of the last CUDA function called by any thread ("" before any). */
+const char* gpulimit_standin_last_call(void);
+typedef const char* (*gpulimit_standin_last_call_fn)(void);
+#define GPULIMIT_STANDIN_LAST_CALL "gpulimit_standin_last_call"
+
+/* Bytes of the device (CUDA ordinal) in use as the stand-in counts them:
+ * linear, pitch, managed, pools' reserves, VMM device handles, arrays and
+ * graph reserve; ~0ULL for a bad ordinal. */
+unsigned long long gpulimit_standin_device_used(int ordinal);
+typedef unsigned long long (*gpulimit_standin_device_used_fn)(int ordinal);
+#define GPULIMIT_STANDIN_DEVICE_USED "gpulimit_standin_device_used"
+
+/* The device's total bytes; 0 for a bad ordinal. */
+unsigned long long gpulimit_standin_device_total(int ordinal);
+typedef unsigned long long (*gpulimit_standin_device_total_fn)(int ordinal);
+#define GPULIMIT_STANDIN_DEVICE_TOTAL "gpulimit_standin_device_total"
+
+/* The next call of abi_name returns result (a CUresult) and does nothing
+ * else; one call only. Arming the same name again replaces the result. */
+void gpulimit_standin_fail_next(const char* abi_name, int result);
+typedef void (*gpulimit_standin_fail_next_fn)(const char* abi_name, int result);
+#define GPULIMIT_STANDIN_FAIL_NEXT "gpulimit_standin_fail_next"
+
+/* Sets the device's graph memory reserve (what
+ * cuDeviceGetGraphMemAttribute(RESERVED_MEM_CURRENT) answers; counted as
+ * used); returns 0, or -1 when the device would be over its total. */
+int gpulimit_standin_set_graph_reserved(int ordinal, unsigned long long bytes);
+typedef int (*gpulimit_standin_set_graph_reserved_fn)(int ordinal, unsigned long long bytes);
+#define GPULIMIT_STANDIN_SET_GRAPH_RESERVED "gpulimit_standin_set_graph_reserved"
+
+/* The stand-in NVML's own counter (libnvidia-ml.so.1), by exported name. */
+unsigned long long gpulimit_standin_nvml_calls(const char* name);
+typedef unsigned long long (*gpulimit_standin_nvml_calls_fn)(const char* name);
+#define GPULIMIT_STANDIN_NVML_CALLS "gpulimit_standin_nvml_calls"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,346 @@
+// The stand-in libnvidia-ml.so.1 (tests only): the devices of the stand-in
+// libcuda.so.1 (same GPULIMIT_STANDIN_DEVICES), listed as real NVML lists
+// them, in PCI bus order, which is not the CUDA ordinal order by default.
+//
+// Memory "used" is what the stand-in libcuda of this process has charged on
+// the device (found with dlopen(RTLD_NOLOAD), so only when it is loaded):
+// the simulation is per process, the device is not shared.
+#include "cuda_abi.hpp"
+#include "standin_control.h"
+#include "standin_devices.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#define STANDIN_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr nvmlReturn_t kNvmlNotFound = 6;         // NVML_ERROR_NOT_FOUND
+constexpr nvmlReturn_t kNvmlVersionMismatch = 25; // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+struct NvmlDevice {
+    standin::Device info;
+    int cuda_ordinal = 0;
+};
+
+struct Nvml {
+    std::vector<NvmlDevice> devices; // PCI bus order
+};
+
+std::mutex g_mutex;
+int g_init_count = 0;
+std::mutex g_calls_mutex;
+std::map<std::string, unsigned long long> g_calls;
+
+Nvml& nvml() {
+    static Nvml* n = [] {
+        auto* created = new Nvml;
+        const auto devices = standin::load_devices("standin libnvidia-ml");
+        for (size_t i = 0; i < devices.size(); ++i) {
+            created->devices.push_back(NvmlDevice{devices[i], static_cast<int>(i)});
+        }
+        std::stable_sort(
+            created->devices.begin(), created->devices.end(),
+            [](const NvmlDevice& a, const NvmlDevice& b) { return a.info.pci < b.info.pci; });
+        return created;
+    }();
+    return *n;
+}
+
+void count(const char* name) {
+    std::lock_guard lock(g_calls_mutex);
+    ++g_calls[name];
+}
+
+bool initialized() {
+    std::lock_guard lock(g_mutex);
+    return g_init_count > 0;
+}
+
+NvmlDevice* device_of(nvmlDevice_t handle) {
+    auto& devices = nvml().devices;
+    for (NvmlDevice& d : devices) {
+        if (reinterpret_cast<nvmlDevice_t>(&d) == handle) {
+            return &d;
+        }
+    }
+    return nullptr;
+}
+
+// What the stand-in libcuda of this process has charged; 0 without one.
+unsigned long long cuda_used(int ordinal) {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda == nullptr) {
+        return 0;
+    }
+    auto used = reinterpret_cast<gpulimit_standin_device_used_fn>(
+        dlsym(cuda, GPULIMIT_STANDIN_DEVICE_USED));
+    const unsigned long long bytes = used != nullptr ? used(ordinal) : 0;
+    dlclose(cuda);
+    return bytes == ~0ULL ? 0 : bytes;
+}
+
+} // namespace
+
+#define NVML_ENTER()                                                                               \
+    count(__func__);                                                                               \
+    if (!initialized())                                                                            \
+    return NVML_ERROR_UNINITIALIZED
+
+STANDIN_EXPORT unsigned long long gpulimit_standin_nvml_calls(const char* name) {
+    std::lock_guard lock(g_calls_mutex);
+    auto it = g_calls.find(name != nullptr ? name : "");
+    return it != g_calls.end() ? it->second : 0;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    count(__func__);
+    std::lock_guard lock(g_mutex);
+    nvml();
+    ++g_init_count;
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlInit(void) {
+    count(__func__);
+    std::lock_guard lock(g_mutex);
+    nvml();
+    ++g_init_count;
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    count(__func__);
+    (void)flags;
+    std::lock_guard lock(g_mutex);
+    nvml();
+    ++g_init_count;
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlShutdown(void) {
+    count(__func__);
+    std::lock_guard lock(g_mutex);
+    if (g_init_count == 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    --g_init_count;
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case kNvmlNotFound:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case kNvmlVersionMismatch:
+        return "Argument Version Mismatch";
+    default:
+        return "Unknown Error";
+    }
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+    NVML_ENTER();
+    if (version == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (length < 8) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::snprintf(version, length, "580.0.0");
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+    NVML_ENTER();
+    if (deviceCount == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *deviceCount = static_cast<unsigned>(nvml().devices.size());
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+    NVML_ENTER();
+    if (deviceCount == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *deviceCount = static_cast<unsigned>(nvml().devices.size());
+    return NVML_SUCCESS;
+}
+
+namespace {
+nvmlReturn_t by_index(unsigned index, nvmlDevice_t* device) {
+    if (device == nullptr || index >= nvml().devices.size()) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *device = reinterpret_cast<nvmlDevice_t>(&nvml().devices[index]);
+    return NVML_SUCCESS;
+}
+} // namespace
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
+                                                          nvmlDevice_t* device) {
+    NVML_ENTER();
+    return by_index(index, device);
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+    NVML_ENTER();
+    return by_index(index, device);
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+    NVML_ENTER();
+    if (uuid == nullptr || device == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (NvmlDevice& d : nvml().devices) {
+        if (strcasecmp(d.info.uuid.c_str(), uuid) == 0) {
+            *device = reinterpret_cast<nvmlDevice_t>(&d);
+            return NVML_SUCCESS;
+        }
+    }
+    return kNvmlNotFound;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId,
+                                                             nvmlDevice_t* device) {
+    NVML_ENTER();
+    if (pciBusId == nullptr || device == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    unsigned domain = 0, bus = 0, dev = 0;
+    if (std::sscanf(pciBusId, "%x:%x:%x", &domain, &bus, &dev) != 3) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (NvmlDevice& d : nvml().devices) {
+        if (d.info.pci_domain == domain && d.info.pci_bus == bus && d.info.pci_device == dev) {
+            *device = reinterpret_cast<nvmlDevice_t>(&d);
+            return NVML_SUCCESS;
+        }
+    }
+    return kNvmlNotFound;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || index == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *index = static_cast<unsigned>(d - nvml().devices.data());
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
+                                              unsigned int length) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || uuid == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (length < d->info.uuid.size() + 1) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::memcpy(uuid, d->info.uuid.c_str(), d->info.uuid.size() + 1);
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
+                                              unsigned int length) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || name == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const int n = std::snprintf(name, length, "gpulimit stand-in GPU %d", d->cuda_ordinal);
+    return n >= 0 && static_cast<unsigned>(n) < length ? NVML_SUCCESS
+                                                       : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || memory == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const unsigned long long used =
+        std::min<unsigned long long>(cuda_used(d->cuda_ordinal), d->info.total);
+    memory->total = d->info.total;
+    memory->used = used;
+    memory->free = d->info.total - used;
+    return NVML_SUCCESS;
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                                       nvmlMemory_v2_t* memory) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || memory == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (memory->version != GPULIMIT_NVML_MEMORY_V2) {
+        return kNvmlVersionMismatch;
+    }
+    const unsigned long long used =
+        std::min<unsigned long long>(cuda_used(d->cuda_ordinal), d->info.total);
+    memory->total = d->info.total;
+    memory->reserved = 0;
+    memory->used = used;
+    memory->free = d->info.total - used;
+    return NVML_SUCCESS;
+}
+
+// nvml.h's nvmlPciInfo_t (v3 layout, unchanged since).
+struct StandinPciInfo {
+    char busIdLegacy[16];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[32];
+};
+
+namespace {
+nvmlReturn_t pci_info(nvmlDevice_t device, StandinPciInfo* pci) {
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || pci == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    std::memset(pci, 0, sizeof *pci);
+    std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", d->info.pci_domain,
+                  d->info.pci_bus, d->info.pci_device);
+    std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", d->info.pci_domain,
+                  d->info.pci_bus, d->info.pci_device);
+    pci->domain = d->info.pci_domain;
+    pci->bus = d->info.pci_bus;
+    pci->device = d->info.pci_device;
+    pci->pciDeviceId = 0x233010DE; // an H100's device/vendor id
+    return NVML_SUCCESS;
+}
+} // namespace
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, StandinPciInfo* pci) {
+    NVML_ENTER();
+    return pci_info(device, pci);
+}
