@@ -831,6 +831,87 @@ void scenario_fork() {
     CHECK_EQ(mem_info().used(), 0u);
 }
 
+// Through Debian's real CUDA runtime (libcudart 11.8): cudart reaches the
+// driver through its own cuGetProcAddress table, so this is what CUDA
+// applications get.
+using ProbeLine = std::map<std::string, std::string>;
+
+std::vector<ProbeLine> run_probe(const std::string& steps) {
+    const std::string command = std::string(GPULIMIT_CUDART_PROBE) + " " + steps;
+    FILE* out = popen(command.c_str(), "r");
+    std::vector<ProbeLine> lines;
+    if (out == nullptr) {
+        return lines;
+    }
+    char buffer[1024];
+    while (std::fgets(buffer, sizeof(buffer), out) != nullptr) {
+        ProbeLine line;
+        std::istringstream words(buffer);
+        std::string word;
+        while (words >> word) {
+            const size_t equals = word.find('=');
+            if (equals != std::string::npos) {
+                line[word.substr(0, equals)] = word.substr(equals + 1);
+            }
+        }
+        lines.push_back(line);
+    }
+    CHECK_EQ(pclose(out), 0);
+    return lines;
+}
+
+uint64_t number(const ProbeLine& line, const char* key) {
+    const auto it = line.find(key);
+    return it == line.end() ? ~0ULL : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+void scenario_cudart() {
+    enable({{"GPU_MEM_PER_DEVICE", "1073741824"}});
+    const uint64_t cap = kGiB - kReserved;
+    const std::string steps =
+        "meminfo malloc 1 meminfo used 0 "                                // 0-3
+        "pitch 1000 3000 managed 5242880 async 3145728 array3d 64 64 64 " // 4-7
+        "meminfo used 0 "                                                 // 8-9
+        "malloc " +
+        std::to_string(cap) +
+        " meminfo "                                                             // 10-11
+        "pool-create pool-threshold 4294967296 pool-alloc 104857600 free sync " // 12-16
+        "meminfo used 0 pool-trim 0 meminfo used 0 pool-destroy "               // 17-22
+        "free-all sync meminfo used 0";                                         // 23-26
+    const std::vector<ProbeLine> lines = run_probe(steps);
+    CHECK_EQ(lines.size(), 27u);
+    if (lines.size() != 27) {
+        return;
+    }
+    for (const size_t ok :
+         {0, 1, 2, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 19, 20, 22, 23, 24, 25}) {
+        CHECK_EQ(number(lines[ok], "err"), 0u);
+    }
+    const auto used = [&](size_t meminfo) {
+        return number(lines[meminfo], "total") - number(lines[meminfo], "free");
+    };
+    CHECK_EQ(number(lines[0], "total"), cap);
+    CHECK_EQ(number(lines[0], "free"), cap);
+    CHECK_EQ(used(2), 2 * kMiB);
+    CHECK_EQ(used(2), number(lines[3], "bytes"));
+    // malloc 1, pitch (>= 1000 x 3000 bytes), managed 5 MiB, async 3 MiB, and
+    // a 1 MiB array, each rounded up to the 2 MiB granularity.
+    CHECK_EQ(used(8), 18 * kMiB);
+    CHECK_EQ(used(8), number(lines[9], "bytes"));
+    // Over the cap: cudaErrorMemoryAllocation, usage unchanged.
+    CHECK_EQ(number(lines[10], "err"), 2u);
+    CHECK_EQ(used(11), used(8));
+    // The created pool keeps its 100 MiB after the free and the sync...
+    CHECK_EQ(used(17), number(lines[18], "bytes"));
+    CHECK(used(17) >= used(8) + 100 * kMiB);
+    // ...until trimmed.
+    CHECK_EQ(used(20), number(lines[21], "bytes"));
+    CHECK(used(20) < used(17));
+    // Everything freed (the default pool gives back at the sync): 0.
+    CHECK_EQ(used(25), 0u);
+    CHECK_EQ(number(lines[26], "bytes"), 0u);
+}
+
 const std::map<std::string, std::function<void()>>& scenarios() {
     static const std::map<std::string, std::function<void()>> table = {
         {"linear", scenario_linear},
@@ -856,6 +937,7 @@ const std::map<std::string, std::function<void()>>& scenarios() {
         {"oom-kill-child", scenario_oom_kill_child},
         {"nvml", scenario_nvml},
         {"fork", scenario_fork},
+        {"cudart", scenario_cudart},
     };
     return table;
 }
