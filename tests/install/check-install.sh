@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `cmake --install` into a DESTDIR, as a package build or the VM images do:
 #
-#   check-install.sh BUILD_DIR UNITDIR UDEVDIR SYSUSERSDIR static|dynamic
+#   check-install.sh BUILD_DIR UNITDIR UDEVDIR SYSUSERSDIR static|dynamic LIBDIR
 #
 # Asserts the exact list of installed files with their types and modes (the
 # static build installs one binary and links to it), that the boot files
@@ -9,7 +9,7 @@
 # /etc/default/gpu-restriction, and that another prefix keeps everything
 # under itself and says that the boot will not read it.
 set -euo pipefail
-build=$1 unitdir=$2 udevdir=$3 sysusersdir=$4 variant=$5
+build=$1 unitdir=$2 udevdir=$3 sysusersdir=$4 variant=$5 libdir=$6
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuinit-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "check-install: FAIL: $*" >&2; exit 1; }
@@ -18,7 +18,7 @@ dest=$work/dest
 DESTDIR=$dest cmake --install "$build" --prefix /usr >"$work/log" 2>&1 ||
   { cat "$work/log"; fail "cmake --install failed"; }
 
-tools=(gpu-mknod gpu-modload gpu-persist gpu-mig)
+tools=(gpu-mknod gpu-modload gpu-persist gpu-mig gpu-limit)
 expected=(
   "f 644 /etc/default/gpu-restriction"
   "f 755 /etc/init.d/gpu-restriction"
@@ -37,6 +37,10 @@ expected=(
   "f 644 /usr/share/man/man8/gpu-restriction.8"
   "f 644 /usr/share/man/man8/gpuinit.8"
 )
+# The interposer gpu-limit run preloads: a shared object, so dynamic builds only.
+if [[ $variant == dynamic ]]; then
+  expected+=("f 755 /usr/$libdir/gpuinit/libgpulimit.so")
+fi
 for tool in "${tools[@]}"; do
   if [[ $variant == static ]]; then
     expected+=("l 777 /usr/sbin/$tool -> gpuinit")

@@ -2,7 +2,7 @@
 # Smoke test of one static tool: it runs with no shared library at all,
 # answers --help, plans a --dry-run on a fixture root, and (gpu-mknod) makes
 # real nodes in a temporary copy of it (gpu-persist: runs its daemon there;
-# gpu-mig: syncs its leases there). Exit 77 (skipped) without root.
+# gpu-mig: syncs its leases there; gpu-limit: a dry run and status). Exit 77 (skipped) without root.
 #
 #   smoke.sh TOOL SAMPLE_ROOT FAKE_MODULES_DIR
 set -euo pipefail
@@ -89,6 +89,23 @@ gpu-mig)
   env -i "$tool" --root "$work/root" list --json | grep -q '"instances":\[\]' || fail "list --json"
   rc=0; env -i "$tool" --root "$work/root" pick --format key 2>/dev/null || rc=$?
   [[ $rc == 3 ]] || fail "pick without instances exited $rc, not 3"
+  ;;
+gpu-limit)
+  # A dry run needs a library file to name and a trusted state directory;
+  # status of an empty one lists nothing; an untrusted one is refused (3).
+  : >"$work/libgpulimit.so"
+  mkdir -m 700 "$work/state"
+  env -i "$tool" run --mem 1G --state-dir "$work/state" --library "$work/libgpulimit.so" \
+    --group smoke --dry-run -- true | grep -qx "export GPU_MEM_PER_DEVICE=1073741824" ||
+    fail "run --dry-run"
+  env -i "$tool" status --state-dir "$work/state" | grep -q "no group in" || fail "status"
+  env -i "$tool" status --state-dir "$work/state" --json | grep -q '"groups":\[\]' ||
+    fail "status --json"
+  chmod 777 "$work/state"
+  rc=0; env -i "$tool" status --state-dir "$work/state" 2>/dev/null || rc=$?
+  [[ $rc == 3 ]] || fail "status of a world-writable state directory exited $rc, not 3"
+  rc=0; env -i "$tool" run --mem 0 --library "$work/libgpulimit.so" -- true 2>/dev/null || rc=$?
+  [[ $rc == 3 ]] || fail "run --mem 0 exited $rc, not 3"
   ;;
 *)
   fail "no smoke test for this tool"

@@ -20,6 +20,7 @@ extern const Command kMknodCommand;
 extern const Command kModloadCommand;
 extern const Command kPersistCommand;
 extern const Command kMigCommand;
+extern const Command kLimitCommand;
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();

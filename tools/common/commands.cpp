@@ -6,7 +6,7 @@ namespace gpuinit::tools {
 namespace {
 
 constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand,
-                                        &kMigCommand};
+                                        &kMigCommand, &kLimitCommand};
 
 } // namespace
 

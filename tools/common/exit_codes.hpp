@@ -53,6 +53,18 @@ enum MigExit : int {
     kMigCommandNotFound = 127,  // pick --hold: CMD not found
 };
 
+// gpu-limit(8)
+enum LimitExit : int {
+    kLimitOk = 0,
+    kLimitUsage = 1,
+    kLimitPartial = 2, // status: some group could not be read
+    // A value the library would refuse, an untrusted state directory, no
+    // library, an unreadable state directory or group (status --group)
+    kLimitCannotRun = 3,
+    kLimitCommandCannotRun = 126, // run: CMD found but not executable
+    kLimitCommandNotFound = 127,  // run: CMD not found
+};
+
 // The exit code for a failure of the modules layer (its ModuleFailure reason).
 int modload_exit_for(const Diagnostic& failure);
 
