@@ -30,6 +30,8 @@ expected=(
   "f 755 /usr/sbin/gpuinit"
   "f 755 /usr/share/initramfs-tools/hooks/gpu-restriction"
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
+  "f 644 /usr/share/man/man7/gpulimit.7"
+  "f 644 /usr/share/man/man8/gpu-limit.8"
   "f 644 /usr/share/man/man8/gpu-mig.8"
   "f 644 /usr/share/man/man8/gpu-mknod.8"
   "f 644 /usr/share/man/man8/gpu-modload.8"
