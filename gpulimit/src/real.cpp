@@ -101,7 +101,10 @@ void fill_nvml(RealNvml& functions, void* handle) {
 #include "entry_points.def"
 }
 
-constinit std::atomic<DlsymFunction> g_real_dlsym{nullptr};
+// Plain with __atomic builtins rather than std::atomic: std::atomic's
+// member functions may stay out of line, instrumented, in a sanitized build
+// (see GPULIMIT_NOT_SANITIZED).
+constinit DlsymFunction g_real_dlsym = nullptr;
 
 } // namespace
 
@@ -113,8 +116,8 @@ const RealNvml& real_nvml() {
     return g_nvml.get(kNvmlLibrary, fill_nvml);
 }
 
-DlsymFunction real_dlsym_function() {
-    DlsymFunction function = g_real_dlsym.load(std::memory_order_acquire);
+GPULIMIT_NOT_SANITIZED DlsymFunction real_dlsym_function() {
+    DlsymFunction function = __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
     if (function != nullptr) {
         return function;
     }
@@ -131,7 +134,7 @@ DlsymFunction real_dlsym_function() {
         (void)dlerror();
         return nullptr;
     }
-    g_real_dlsym.store(function, std::memory_order_release);
+    __atomic_store_n(&g_real_dlsym, function, __ATOMIC_RELEASE);
     return function;
 }
 

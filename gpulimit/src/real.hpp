@@ -55,10 +55,17 @@ inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
 using DlsymFunction = void* (*)(void* handle, const char* name);
 
+// For code on dlsym's path before a sanitizer runtime has initialized: the
+// ASan and TSan runtimes look their interceptees up with dlsym(RTLD_NEXT)
+// during their own start-up, which reaches our dlsym before there is shadow
+// memory. Such code must not be instrumented (sanitized test builds only;
+// a no-op otherwise).
+#define GPULIMIT_NOT_SANITIZED __attribute__((no_sanitize("address", "thread", "undefined")))
+
 // glibc's dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else the port's
 // first version), never our own; null only if glibc has none (cannot happen
 // with glibc). Cached after the first call.
-DlsymFunction real_dlsym_function();
+GPULIMIT_NOT_SANITIZED DlsymFunction real_dlsym_function();
 
 // glibc's dlsym called from this library: for explicit handles only (for
 // RTLD_NEXT the caller would be this library, not the program).

@@ -22,21 +22,24 @@ namespace {
 
 enum class DriverLibrary { None, Cuda, Nvml };
 
-// Our wrapper exported under exactly this ABI name, or null. Code, not a
-// table: a table of function addresses would need a dynamic initializer.
-void* cuda_wrapper_named(const char* name) {
+// Our wrapper exported under exactly this ABI name, or null. Only where the
+// real driver has the name too: a program that probes for a function (an
+// old driver lacks the newer ones) must still find it missing, with glibc's
+// dlerror(). Code, not a table: a table of function addresses would need a
+// dynamic initializer.
+void* cuda_wrapper_named(const RealCuda& real, const char* name) {
 #define GPULIMIT_CUDA_HOOK(hook, params)                                                           \
     if (std::strcmp(name, #hook) == 0) {                                                           \
-        return reinterpret_cast<void*>(&::hook);                                                   \
+        return real.hook != nullptr ? reinterpret_cast<void*>(&::hook) : nullptr;                  \
     }
 #include "entry_points.def"
     return nullptr;
 }
 
-void* nvml_wrapper_named(const char* name) {
+void* nvml_wrapper_named(const RealNvml& real, const char* name) {
 #define GPULIMIT_NVML_HOOK(hook, params)                                                           \
     if (std::strcmp(name, #hook) == 0) {                                                           \
-        return reinterpret_cast<void*>(&::hook);                                                   \
+        return real.hook != nullptr ? reinterpret_cast<void*>(&::hook) : nullptr;                  \
     }
 #include "entry_points.def"
     return nullptr;
@@ -147,21 +150,26 @@ struct DlsymRoute {
     void* forward; // the real dlsym to jump to, arguments unchanged
 };
 
-extern "C" __attribute__((visibility("hidden"), used)) DlsymRoute
+extern "C" __attribute__((visibility("hidden"), used)) GPULIMIT_NOT_SANITIZED DlsymRoute
 gpulimit_dlsym_route(void* handle, const char* name) {
     using gpulimit::DriverLibrary;
     void* const forward = reinterpret_cast<void*>(gpulimit::real_dlsym_function());
-    if (!gpulimit::limiter_enabled() || handle == RTLD_DEFAULT || handle == RTLD_NEXT ||
-        name == nullptr) {
+    // RTLD_DEFAULT and RTLD_NEXT first, before anything else is touched:
+    // this is the path of sanitizer runtimes and of other interposers
+    // resolving their "real" functions, possibly before main.
+    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || name == nullptr) {
+        return {nullptr, forward};
+    }
+    if (!gpulimit::limiter_enabled()) {
         return {nullptr, forward};
     }
     void* wrapper = nullptr;
     switch (gpulimit::driver_library_of(handle)) {
     case DriverLibrary::Cuda:
-        wrapper = gpulimit::cuda_wrapper_named(name);
+        wrapper = gpulimit::cuda_wrapper_named(gpulimit::real_cuda(), name);
         break;
     case DriverLibrary::Nvml:
-        wrapper = gpulimit::nvml_wrapper_named(name);
+        wrapper = gpulimit::nvml_wrapper_named(gpulimit::real_nvml(), name);
         break;
     case DriverLibrary::None:
         break;
