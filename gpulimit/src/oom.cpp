@@ -12,8 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern "C" char** environ;
-
 namespace gpulimit {
 namespace {
 
@@ -152,7 +150,7 @@ void run_oom_script(const char* script, uint32_t timeout_ms, const char* device_
             say(line);
             return;
         }
-        const timespec interval{0, 2 * 1000 * 1000};
+        const timespec interval{0, 2L * 1000 * 1000};
         nanosleep(&interval, nullptr);
     }
 }

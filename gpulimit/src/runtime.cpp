@@ -420,6 +420,8 @@ void Runtime::reconcile_pools(bool pools_locked) {
     }
     table.for_each(Kind::Pool, [this](uint64_t handle, Allocation& pool) {
         cuuint64_t reserved = 0;
+        // The table keys every kind by a 64-bit number; this one was a pool handle.
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
         if (real().cuMemPoolGetAttribute(reinterpret_cast<CUmemoryPool>(handle),
                                          CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
                                          &reserved) == CUDA_SUCCESS) {
