@@ -478,6 +478,34 @@ void add_nvidia_smi(Corpus& corpus) {
     }
 }
 
+// The eGPU variables as containers and gpu-limit run set them.
+void add_egpu_settings(Corpus& corpus) {
+    const std::vector<std::vector<std::string>> environments = {
+        {"GPU_MEM_PER_DEVICE=4294967296"},
+        {"GPU_MEM_PER_DEVICE=2147483648", "ALIYUN_COM_GPU_MEM_RESERVED=0"},
+        {"ALIYUN_COM_GPU_MEM_DEV=16", "ALIYUN_COM_GPU_MEM_CONTAINER=4"},
+        {"ALIYUN_COM_GPU_MEM_CONTAINER=8", "ALIYUN_COM_GPU_MEM_RESERVED=64"},
+        {"GPU_MEM_PER_DEVICE=1073741824",
+         "NVIDIA_VISIBLE_DEVICES=GPU-28df1ae3-0b0a-4a0b-9d3e-7c4b8e1f2a3b,3"},
+        {"GPU_MEM_PER_DEVICE=1073741824", "NVIDIA_VISIBLE_DEVICES=none"},
+        {"GPU_MEM_PER_DEVICE=1073741824", "ALIYUN_COM_GPU_OOM_SCRIPT=/usr/bin/notify",
+         "GPU_LIMIT_OOM_POLICY=kill", "GPU_LIMIT_OOM_SCRIPT_TIMEOUT=5"},
+        {"GPU_MEM_PER_DEVICE=1073741824", "GPU_LIMIT_GROUP=slurm-4242",
+         "GPU_LIMIT_STATE_DIR=/run/gpu-limit"},
+        {"AMP_VGPU_ENABLE=0", "GPU_MEM_PER_DEVICE=x"},
+        {"GPU_MEM_PER_DEVICE=18446744073709551616"},
+        {"ALIYUN_COM_GPU_MEM_DEV=4", "ALIYUN_COM_GPU_MEM_CONTAINER=8"},
+        {"NVIDIA_VISIBLE_DEVICES=MIG-GPU-28df1ae3/1/0"},
+    };
+    for (const std::vector<std::string>& environment : environments) {
+        std::string text;
+        for (const std::string& variable : environment) {
+            text += text.empty() ? variable : std::string(1, '\0') + variable;
+        }
+        corpus.add("egpu_settings", text);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -491,6 +519,7 @@ int main(int argc, char** argv) {
     add_persistence_rpc(corpus);
     add_persist_control(corpus);
     add_nvidia_smi(corpus);
+    add_egpu_settings(corpus);
     corpus.write(argv[2]);
     return 0;
 }
