@@ -16,18 +16,19 @@ struct Shown {
     char text[80];
 };
 
-Shown show(const char* value) {
+// The first `length` bytes of value (a list entry), or all of it.
+Shown show(const char* value, size_t length = SIZE_MAX) {
     Shown shown{};
     constexpr size_t kKept = 48;
     size_t out = 0;
     shown.text[out++] = '"';
     size_t i = 0;
-    for (; value[i] != '\0' && i < kKept; ++i) {
+    for (; i < length && value[i] != '\0' && i < kKept; ++i) {
         auto byte = static_cast<unsigned char>(value[i]);
         shown.text[out++] = (byte >= 0x20 && byte < 0x7f) ? static_cast<char>(byte) : '?';
     }
     shown.text[out++] = '"';
-    if (value[i] != '\0') {
+    if (i < length && value[i] != '\0') {
         std::memcpy(shown.text + out, " (cut)", 7);
     } else {
         shown.text[out] = '\0';
@@ -128,10 +129,10 @@ bool parse_entry(const char* all, const char* entry, size_t length, ListedDevice
     bool mig = starts_with_nocase(entry, length, "MIG-") || std::memchr(entry, ':', length);
     if (mig) {
         return fail(problem, 0,
-                    "NVIDIA_VISIBLE_DEVICES=%s lists a MIG instance (%.*s); MIG instances are "
+                    "NVIDIA_VISIBLE_DEVICES=%s lists a MIG instance (%s); MIG instances are "
                     "memory-isolated by the GPU already, so run without AMP_VGPU_ENABLE there or "
                     "list whole GPUs only",
-                    show(all).text, static_cast<int>(length > 60 ? 60 : length), entry);
+                    show(all).text, show(entry, length).text);
     }
     if (starts_with_nocase(entry, length, "GPU-") && length < kUuidSize &&
         is_gpu_uuid_body(entry + 4, length - 4)) {
@@ -151,8 +152,8 @@ bool parse_entry(const char* all, const char* entry, size_t length, ListedDevice
     }
     return fail(problem, 0,
                 "NVIDIA_VISIBLE_DEVICES=%s has an entry that is neither an index nor "
-                "a GPU UUID (%.*s); %s",
-                show(all).text, static_cast<int>(length > 60 ? 60 : length), entry, kVisibleFix);
+                "a GPU UUID (%s); %s",
+                show(all).text, show(entry, length).text, kVisibleFix);
 }
 
 bool parse_visible(const char* value, VisibleDevices& visible, Problem& problem) {

@@ -323,6 +323,23 @@ TEST(Egpu, ValuesInMessagesStayOnOneLine) {
     EXPECT_LT(std::strlen(parsed.problem.text), sizeof parsed.problem.text - 1);
 }
 
+// The entry a list message names is shown like the whole value: found by
+// fuzz_egpu_settings, where a MIG entry with a non-ASCII byte went raw into
+// the message.
+TEST(Egpu, ListEntriesInMessagesStayPrintable) {
+    for (const char* value : {"MIG-GPU-28\xe4"
+                              "f1ae3/1/0",
+                              "0,GPU-\x1b[2J"}) {
+        SCOPED_TRACE(value);
+        Parsed parsed = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", value}}));
+        EXPECT_FALSE(parsed.ok);
+        for (const char* c = parsed.problem.text; *c != '\0'; ++c) {
+            auto byte = static_cast<unsigned char>(*c);
+            EXPECT_TRUE(byte >= 0x20 && byte < 0x7f) << parsed.problem.text;
+        }
+    }
+}
+
 constexpr const char* kUuidA = "GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab";
 constexpr const char* kUuidB = "GPU-00000000-1111-2222-3333-444444444444";
 
