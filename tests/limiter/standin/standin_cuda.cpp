@@ -10,8 +10,8 @@
 // reserve a test sets. Kernels are no-ops.
 //
 // cuGetProcAddress / _v2 follow the driver's rules (see kProcs below), and
-// cuGetExportTable answers the two private tables that cudart 11.8 cannot
-// start without (see export_tables below).
+// cuGetExportTable answers the five private tables that cudart 11.8 cannot
+// start without (see "Private export tables" below).
 //
 // Every exported function is counted under its ABI name (standin_control.h);
 // the library is linked with -Bsymbolic so that the addresses cuGetProcAddress
@@ -471,193 +471,54 @@ unsigned long long clamp_u32(uint64_t v) {
     return std::min<uint64_t>(v, UINT_MAX);
 }
 
+// cuDeviceGetAttribute's answers: an H100's, give or take. Attributes the
+// table does not name (up to the last one CUDA 13 defines) answer 0.
+struct Attribute {
+    int attr;
+    int value;
+};
+constexpr Attribute kAttributes[] = {
+    {1, 1024},       {2, 1024},        {3, 1024},   {4, 64},       {5, 2147483647},  {6, 65535},
+    {7, 65535},      {8, 49152},       {9, 65536},  {10, 32},      {11, 2147483647}, {12, 65536},
+    {13, 1980000},   {14, 512},        {15, 1},     {16, 132},     {19, 1},          {21, 131072},
+    {22, 131072},    {23, 65536},      {24, 16384}, {25, 16384},   {26, 16384},      {27, 32768},
+    {28, 32768},     {29, 2048},       {30, 512},   {31, 1},       {32, 1},          {36, 2619000},
+    {37, 5120},      {38, 52428800},   {39, 2048},  {40, 3},       {41, 1},          {42, 32768},
+    {43, 2048},      {45, 32768},      {46, 32768}, {47, 8192},    {48, 8192},       {49, 32768},
+    {51, 32},        {52, 32768},      {53, 32768}, {54, 2046},    {55, 32768},      {56, 131072},
+    {57, 65536},     {58, 16384},      {59, 16384}, {60, 16384},   {61, 32768},      {62, 2048},
+    {63, 32768},     {64, 32768},      {65, 2048},  {66, 32768},   {67, 32768},      {68, 2046},
+    {69, 268435456}, {70, 131072},     {71, 65000}, {72, 2097120}, {73, 32768},      {74, 32768},
+    {75, 9},         {76, 0},          {77, 32768}, {78, 1},       {79, 1},          {80, 1},
+    {81, 233472},    {82, 65536},      {83, 1},     {87, 2},       {89, 1},          {90, 1},
+    {95, 1},         {97, 232448},     {99, 1},     {102, 1},      {103, 1},         {106, 32},
+    {108, 32505856}, {109, 134213632}, {111, 1},    {115, 1},      {119, 1},         {120, 1},
+    {121, 1},
+};
+// 75/76: compute capability 9.0; 83: managed memory; 102: VMM; 115: memory
+// pools; 119: pool handle types (POSIX fd).
+
 int device_attribute(const DeviceState& d, int attr, bool* known) {
-    *known = true;
+    *known = attr > 0 && attr < 140;
     switch (attr) {
-    case 1:
-        return 1024; // MAX_THREADS_PER_BLOCK
-    case 2:
-        return 1024; // MAX_BLOCK_DIM_X
-    case 3:
-        return 1024; // MAX_BLOCK_DIM_Y
-    case 4:
-        return 64; // MAX_BLOCK_DIM_Z
-    case 5:
-        return 2147483647; // MAX_GRID_DIM_X
-    case 6:
-        return 65535; // MAX_GRID_DIM_Y
-    case 7:
-        return 65535; // MAX_GRID_DIM_Z
-    case 8:
-        return 49152; // MAX_SHARED_MEMORY_PER_BLOCK
-    case 9:
-        return 65536; // TOTAL_CONSTANT_MEMORY
-    case 10:
-        return 32; // WARP_SIZE
-    case 11:
-        return 2147483647; // MAX_PITCH
-    case 12:
-        return 65536; // MAX_REGISTERS_PER_BLOCK
-    case 13:
-        return 1980000; // CLOCK_RATE (kHz)
-    case 14:
-        return 512; // TEXTURE_ALIGNMENT
-    case 15:
-        return 1; // GPU_OVERLAP
-    case 16:
-        return 132; // MULTIPROCESSOR_COUNT
-    case 19:
-        return 1; // CAN_MAP_HOST_MEMORY
-    case 21:
-        return 131072; // MAXIMUM_TEXTURE1D_WIDTH
-    case 22:
-        return 131072; // MAXIMUM_TEXTURE2D_WIDTH
-    case 23:
-        return 65536; // MAXIMUM_TEXTURE2D_HEIGHT
-    case 24:
-    case 25:
-    case 26:
-        return 16384; // MAXIMUM_TEXTURE3D_*
-    case 27:
-    case 28:
-        return 32768; // MAXIMUM_TEXTURE2D_LAYERED_WIDTH/HEIGHT
-    case 29:
-        return 2048; // MAXIMUM_TEXTURE2D_LAYERED_LAYERS
-    case 30:
-        return 512; // SURFACE_ALIGNMENT
-    case 31:
-        return 1; // CONCURRENT_KERNELS
-    case 32:
-        return 1; // ECC_ENABLED
     case 33:
         return static_cast<int>(d.info.pci_bus); // PCI_BUS_ID
     case 34:
         return static_cast<int>(d.info.pci_device); // PCI_DEVICE_ID
-    case 36:
-        return 2619000; // MEMORY_CLOCK_RATE
-    case 37:
-        return 5120; // GLOBAL_MEMORY_BUS_WIDTH
-    case 38:
-        return 52428800; // L2_CACHE_SIZE
-    case 39:
-        return 2048; // MAX_THREADS_PER_MULTIPROCESSOR
-    case 40:
-        return 3; // ASYNC_ENGINE_COUNT
-    case 41:
-        return 1; // UNIFIED_ADDRESSING
-    case 42:
-        return 32768; // MAXIMUM_TEXTURE1D_LAYERED_WIDTH
-    case 43:
-        return 2048; // MAXIMUM_TEXTURE1D_LAYERED_LAYERS
-    case 45:
-    case 46:
-        return 32768; // MAXIMUM_TEXTURE2D_GATHER_*
-    case 47:
-    case 48:
-        return 8192; // MAXIMUM_TEXTURE3D_*_ALTERNATE
-    case 49:
-        return 32768;
     case 50:
         return static_cast<int>(d.info.pci_domain); // PCI_DOMAIN_ID
-    case 51:
-        return 32; // TEXTURE_PITCH_ALIGNMENT
-    case 52:
-    case 53:
-        return 32768;
-    case 54:
-        return 2046;
-    case 55:
-        return 32768;
-    case 56:
-        return 131072;
-    case 57:
-        return 65536;
-    case 58:
-    case 59:
-    case 60:
-        return 16384;
-    case 61:
-        return 32768;
-    case 62:
-        return 2048;
-    case 63:
-    case 64:
-        return 32768;
-    case 65:
-        return 2048;
-    case 66:
-    case 67:
-        return 32768;
-    case 68:
-        return 2046;
-    case 69:
-        return 268435456; // MAXIMUM_TEXTURE1D_LINEAR_WIDTH
-    case 70:
-        return 131072;
-    case 71:
-        return 65000;
-    case 72:
-        return 2097120;
-    case 73:
-    case 74:
-        return 32768;
-    case 75:
-        return 9; // COMPUTE_CAPABILITY_MAJOR
-    case 76:
-        return 0; // COMPUTE_CAPABILITY_MINOR
-    case 77:
-        return 32768;
-    case 78:
-        return 1; // STREAM_PRIORITIES_SUPPORTED
-    case 79:
-    case 80:
-        return 1; // GLOBAL/LOCAL_L1_CACHE_SUPPORTED
-    case 81:
-        return 233472; // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-    case 82:
-        return 65536; // MAX_REGISTERS_PER_MULTIPROCESSOR
-    case 83:
-        return 1; // MANAGED_MEMORY
     case 85:
         return static_cast<int>(&d - machine().devices.data()); // MULTI_GPU_BOARD_GROUP_ID
-    case 87:
-        return 2; // SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
-    case 89:
-        return 1; // CONCURRENT_MANAGED_ACCESS
-    case 90:
-        return 1; // COMPUTE_PREEMPTION_SUPPORTED
-    case 95:
-        return 1; // COOPERATIVE_LAUNCH
-    case 97:
-        return 232448; // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-    case 99:
-        return 1; // HOST_REGISTER_SUPPORTED
-    case 102:
-        return 1; // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-    case 103:
-        return 1; // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-    case 106:
-        return 32; // MAX_BLOCKS_PER_MULTIPROCESSOR
-    case 108:
-        return 32505856; // MAX_PERSISTING_L2_CACHE_SIZE
-    case 109:
-        return 134213632; // MAX_ACCESS_POLICY_WINDOW_SIZE
-    case 111:
-        return 1024; // RESERVED_SHARED_MEMORY_PER_BLOCK
-    case 115:
-        return 1; // MEMORY_POOLS_SUPPORTED
-    case 119:
-        return 1; // MEMPOOL_SUPPORTED_HANDLE_TYPES (POSIX fd)
-    case 120:
-        return 1; // CLUSTER_LAUNCH
-    case 121:
-        return 1; // DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED
     default:
-        *known = attr > 0 && attr < 140; // a real attribute we answer 0 for
-        return 0;
+        break;
     }
+    for (const Attribute& a : kAttributes) {
+        if (a.attr == attr) {
+            return a.value;
+        }
+    }
+    return 0;
 }
-
 } // namespace
 
 // Counts the call under the function's ABI name and honours fault injection.
@@ -2686,17 +2547,30 @@ STANDIN_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, int attr, 
 
 // ---- Private export tables ---------------------------------------------------------
 //
-// cudart 11.8 asks, right after cuInit, for two tables that only the real
-// driver has and gives up on every error (cudaGetDeviceCount then returns
-// the driver's error code: 500, 801, 3 and 999 all tried). Each table starts
-// with its size in bytes; the slots cudart calls are filled, others are null:
-//   {6bd5fb6c-5bf4-e74a-8987-d93912fd9df9} "CUDART_INTERFACE", 10 slots;
-//   {a094798c-2e74-2e74-93f2-0800200c0a66} "TOOLS_RUNTIME_CALLBACK_HOOKS",
-//       7 slots: two "give me your buffer" calls, answered with static space.
-// Any other table: CUDA_ERROR_NOT_SUPPORTED (cudart 11.8 asks for none for
-// the calls the tests make).
+// cudart 11.8 asks for five tables that only the real driver has, in this
+// order, and gives up on any error (cudaGetDeviceCount then returns the
+// driver's error code: 500, 801, 3, 1 and 999 were all tried); an entry
+// point cuGetProcAddress does not find is fine until called. Each table but
+// CONTEXT_LOCAL_STORAGE starts with its size in bytes; the slots cudart
+// calls are filled, the others are null:
+//   {6bd5fb6c-5bf4-e74a-8987-d93912fd9df9} CUDART_INTERFACE, 10 slots:
+//       [2] the primary context of a device, [1]/[6]/[8] load fat binaries;
+//   {a094798c-2e74-2e74-93f2-0800200c0a66} TOOLS_RUNTIME_CALLBACK_HOOKS,
+//       7 slots: [2] and [6] hand cudart two buffers; if [6]'s is smaller
+//       than cudart wants, init fails with cudaErrorInsufficientDriver (35);
+//   {42d85a81-23f6-cb47-8298-f6e78a3aecdc} TOOLS_TLS, size only;
+//   {c693336e-1121-df11-a8c3-68f355d89593} CONTEXT_LOCAL_STORAGE: cudart's
+//       per-context state, put [0], delete [1], get [2];
+//   {d4082055-bde6-704b-8d34-ba123c66e1f2} INTEGRITY_CHECK: see below.
+// Any other table: CUDA_ERROR_NOT_SUPPORTED.
 
 namespace {
+// The first slot of a table holds the table's size in bytes, not a pointer.
+const void* size_slot(size_t slots) {
+    const uintptr_t bytes = sizeof(void*) * slots;
+    return reinterpret_cast<const void*>(bytes); // NOLINT(performance-no-int-to-ptr)
+}
+
 // Slot 2: the primary context of a device, which cudart makes current.
 CUresult cudart_primary_context(CUcontext* pctx, CUdevice dev) {
     trace("export table CUDART_INTERFACE[2](dev %d)", dev);
@@ -2752,7 +2626,7 @@ void tools_hooks_slot6(void** space, size_t* size) {
 }
 
 const void* const kCudartInterface[10] = {
-    reinterpret_cast<const void*>(sizeof(void*) * 10),
+    size_slot(10),
     reinterpret_cast<const void*>(&cudart_module_from_fatbin),
     reinterpret_cast<const void*>(&cudart_primary_context),
     nullptr,
@@ -2765,13 +2639,8 @@ const void* const kCudartInterface[10] = {
 };
 
 const void* const kToolsRuntimeCallbackHooks[7] = {
-    reinterpret_cast<const void*>(sizeof(void*) * 7),
-    nullptr,
-    reinterpret_cast<const void*>(&tools_hooks_slot2),
-    nullptr,
-    nullptr,
-    nullptr,
-    reinterpret_cast<const void*>(&tools_hooks_slot6),
+    size_slot(7), nullptr, reinterpret_cast<const void*>(&tools_hooks_slot2), nullptr,
+    nullptr,      nullptr, reinterpret_cast<const void*>(&tools_hooks_slot6),
 };
 
 // INTEGRITY_CHECK: cudart 11.8 calls slot 1 with versions 11080, 11081 and
@@ -2937,15 +2806,14 @@ CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t resul
     return CUDA_SUCCESS;
 }
 
-const void* const kIntegrityTable[3] = {reinterpret_cast<const void*>(sizeof(void*) * 3),
+const void* const kIntegrityTable[3] = {size_slot(3),
                                         reinterpret_cast<const void*>(&integrity_check), nullptr};
 
 constexpr unsigned char kIntegrityId[16] = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
                                             0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
 
 // Asked for once the hooks are set up; no slot of it is called.
-const void* const kToolsTls[4] = {reinterpret_cast<const void*>(sizeof(void*) * 4), nullptr,
-                                  nullptr, nullptr};
+const void* const kToolsTls[4] = {size_slot(4), nullptr, nullptr, nullptr};
 
 // CONTEXT_LOCAL_STORAGE_INTERFACE_V0301: where cudart keeps its state for
 // each context. The table has no size slot. A null context is the current one.
@@ -3017,7 +2885,7 @@ STANDIN_EXPORT CUresult cuGetExportTable(const void** ppExportTable, const CUuui
         return CUDA_ERROR_INVALID_VALUE;
     }
     char hex[33];
-    for (int i = 0; i < 16; ++i) {
+    for (size_t i = 0; i < 16; ++i) {
         std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned char>(pExportTableId->bytes[i]));
     }
     if (std::memcmp(pExportTableId->bytes, kCudartInterfaceId, 16) == 0) {
@@ -3086,6 +2954,7 @@ struct Proc {
     const char* abi_name;
 };
 
+// NOLINTBEGIN(bugprone-macro-parentheses): stringized names and &function
 #define ROW(name, version, abi)                                                                    \
     { #name, version, false, reinterpret_cast < void*>(&abi), #abi }
 #define PTROW(name, version, abi)                                                                  \
@@ -3260,6 +3129,7 @@ const Proc kProcs[] = {
 
 #undef ROW
 #undef PTROW
+// NOLINTEND(bugprone-macro-parentheses)
 
 CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status) {

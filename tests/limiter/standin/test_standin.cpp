@@ -1,0 +1,386 @@
+// The stand-in driver on its own (no interposer): the real CUDA runtime runs
+// on it, and its cuGetProcAddress, VMM, pools, arrays, graph memory, fault
+// injection and NVML behave as the other gpu-limit tests rely on.
+#include "cuda_abi.hpp"
+#include "standin_control.h"
+
+#include <cstdio>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <map>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr unsigned long long kMiB = 1ULL << 20;
+
+// ---- The probe over cudart --------------------------------------------------------
+
+using Line = std::map<std::string, std::string>;
+
+struct ProbeRun {
+    int status = -1;
+    std::vector<Line> lines;
+    const Line& step(size_t index) const { return lines.at(index); }
+};
+
+ProbeRun run_probe(const std::string& steps) {
+    ProbeRun run;
+    const std::string command = std::string(GPULIMIT_CUDART_PROBE) + " " + steps;
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) {
+        return run;
+    }
+    char buffer[1024];
+    while (std::fgets(buffer, sizeof buffer, out) != nullptr) {
+        Line line;
+        std::istringstream words(buffer);
+        std::string word;
+        while (words >> word) {
+            const size_t eq = word.find('=');
+            if (eq != std::string::npos) {
+                line[word.substr(0, eq)] = word.substr(eq + 1);
+            }
+        }
+        run.lines.push_back(line);
+    }
+    run.status = pclose(out);
+    return run;
+}
+
+unsigned long long number(const Line& line, const char* key) {
+    auto it = line.find(key);
+    return it == line.end() ? ~0ULL : std::stoull(it->second);
+}
+
+TEST(StandinCudart, EveryStepOfTheRealRuntimeSucceeds) {
+    const ProbeRun run = run_probe(
+        "count meminfo malloc 4194304 meminfo pitch 1000 300 managed 1048576 meminfo "
+        "async 8388608 pool-reserved pool-alloc 3000000 pool-reserved free sync pool-reserved "
+        "pool-create pool-alloc 3000000 pool-reserved array3d 512 512 4 meminfo used 0 "
+        "calls cuGetProcAddress calls cuMemAlloc_v2 calls cuMemAllocPitch_v2 calls "
+        "cuMemAllocManaged "
+        "calls cuMemAllocAsync calls cuMemAllocFromPoolAsync calls cuArray3DCreate_v2 "
+        "free-all sync meminfo pool-destroy");
+    ASSERT_EQ(run.status, 0);
+    ASSERT_EQ(run.lines.size(), 31U);
+    for (const Line& line : run.lines) {
+        if (line.count("err") != 0) {
+            EXPECT_EQ(line.at("err"), "0") << line.at("step") << " " << line.at("error");
+        }
+    }
+    const unsigned long long total = 16ULL << 30;
+    EXPECT_EQ(number(run.step(0), "count"), 2U);
+    EXPECT_EQ(number(run.step(1), "free"), total);
+    EXPECT_EQ(number(run.step(1), "total"), total);
+    EXPECT_EQ(number(run.step(3), "free"), total - 4 * kMiB);
+    EXPECT_EQ(number(run.step(4), "pitch"), 1024U);
+    // pitch 1024 x 300 and 1 MiB managed each take one 2 MiB page.
+    EXPECT_EQ(number(run.step(6), "free"), total - 8 * kMiB);
+    EXPECT_EQ(number(run.step(8), "reserved"), 8 * kMiB);
+    EXPECT_EQ(number(run.step(10), "reserved"), 12 * kMiB);
+    EXPECT_EQ(number(run.step(10), "used"), 8 * kMiB + 3000320);
+    // Freed pool memory stays reserved until the synchronization gives it back.
+    EXPECT_EQ(number(run.step(13), "reserved"), 8 * kMiB);
+    EXPECT_EQ(number(run.step(16), "reserved"), 4 * kMiB);
+    // 4+2+2 linear, 8 default pool, 4 created pool, 512x512x4 floats = 4.
+    EXPECT_EQ(number(run.step(18), "free"), total - 24 * kMiB);
+    EXPECT_EQ(number(run.step(19), "bytes"), 24 * kMiB);
+    // cudart reached every entry point through cuGetProcAddress, by ABI name.
+    EXPECT_GT(number(run.step(20), "count"), 100U);
+    // One call per step; cudaMallocFromPoolAsync ran twice (default pool, created pool).
+    const unsigned long long expected_calls[] = {1, 1, 1, 1, 2, 1};
+    for (size_t i = 21; i <= 26; ++i) {
+        EXPECT_EQ(number(run.step(i), "count"), expected_calls[i - 21]) << run.step(i).at("name");
+    }
+    EXPECT_EQ(number(run.step(27), "freed"), 6U);
+    EXPECT_EQ(number(run.step(29), "free"), total);
+}
+
+TEST(StandinCudart, OutOfMemoryIsPrintedNotFatal) {
+    const ProbeRun run = run_probe("device 1 malloc 8589934592 malloc 6442450944 malloc 4294967296 "
+                                   "meminfo");
+    ASSERT_EQ(run.status, 0);
+    ASSERT_EQ(run.lines.size(), 5U);
+    EXPECT_EQ(run.step(1).at("err"), "0");
+    EXPECT_EQ(run.step(2).at("err"), "2");
+    EXPECT_EQ(run.step(2).at("error"), "cudaErrorMemoryAllocation");
+    EXPECT_EQ(number(run.step(4), "free"), 0U);
+    EXPECT_EQ(number(run.step(4), "total"), 8ULL << 30);
+}
+
+TEST(StandinCudart, UsageErrorsExitTwo) {
+    EXPECT_EQ(WEXITSTATUS(run_probe("malloc 2>/dev/null").status), 2);
+    EXPECT_EQ(WEXITSTATUS(run_probe("no-such-step 2>/dev/null").status), 2);
+}
+
+// ---- The driver API directly ----------------------------------------------------------
+
+class StandinDriver : public ::testing::Test {
+  protected:
+    static void* lib() {
+        static void* handle = dlopen(GPULIMIT_STANDIN_CUDA, RTLD_NOW | RTLD_LOCAL);
+        return handle;
+    }
+    template <typename F>
+    static F fn(const char* name) {
+        return reinterpret_cast<F>(dlsym(lib(), name));
+    }
+    void SetUp() override {
+        ASSERT_NE(lib(), nullptr) << dlerror();
+        ASSERT_EQ(fn<CUresult (*)(unsigned)>("cuInit")(0), CUDA_SUCCESS);
+    }
+    static unsigned long long used(int ordinal) {
+        return fn<gpulimit_standin_device_used_fn>(GPULIMIT_STANDIN_DEVICE_USED)(ordinal);
+    }
+    // cuGetProcAddress_v2's answer as the ABI name whose dlsym gives the same pointer.
+    static std::string resolve(const char* symbol, int version, cuuint64_t flags,
+                               CUdriverProcAddressQueryResult* status, CUresult* result) {
+        auto gpa =
+            fn<CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*)>(
+                "cuGetProcAddress_v2");
+        void* p = reinterpret_cast<void*>(1);
+        *result = gpa(symbol, &p, version, flags, status);
+        if (p == nullptr) {
+            return "";
+        }
+        Dl_info info{};
+        return dladdr(p, &info) != 0 && info.dli_sname != nullptr ? info.dli_sname : "?";
+    }
+    static std::string resolve(const char* symbol, int version, cuuint64_t flags = 0) {
+        CUdriverProcAddressQueryResult status = -1;
+        CUresult result = -1;
+        std::string name = resolve(symbol, version, flags, &status, &result);
+        return result == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? name : "";
+    }
+};
+
+TEST_F(StandinDriver, ProcAddressPicksTheNewestVariantNotNewerThanAsked) {
+    EXPECT_EQ(resolve("cuMemAlloc", 3010), "cuMemAlloc");
+    EXPECT_EQ(resolve("cuMemAlloc", 3020), "cuMemAlloc_v2");
+    EXPECT_EQ(resolve("cuMemAlloc", 13000), "cuMemAlloc_v2");
+    EXPECT_EQ(resolve("cuCtxCreate", 3000), "cuCtxCreate");
+    EXPECT_EQ(resolve("cuCtxCreate", 12080), "cuCtxCreate_v2");
+    EXPECT_EQ(resolve("cuCtxCreate", 13000), "cuCtxCreate_v4");
+    EXPECT_EQ(resolve("cuGetProcAddress", 11030), "cuGetProcAddress");
+    EXPECT_EQ(resolve("cuGetProcAddress", 12000), "cuGetProcAddress_v2");
+    EXPECT_EQ(resolve("cuGraphInstantiate", 11080), "cuGraphInstantiate_v2");
+    EXPECT_EQ(resolve("cuGraphInstantiate", 12000), "cuGraphInstantiateWithFlags");
+    // The pointer is the exported function's own: dlsym agrees.
+    void* p = nullptr;
+    ASSERT_EQ(fn<CUresult (*)(const char*, void**, int, cuuint64_t)>("cuGetProcAddress")(
+                  "cuMemGetInfo", &p, 12000, 0),
+              CUDA_SUCCESS);
+    EXPECT_EQ(p, dlsym(lib(), "cuMemGetInfo_v2"));
+}
+
+TEST_F(StandinDriver, ProcAddressPerThreadFlag) {
+    constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    EXPECT_EQ(resolve("cuMemAllocAsync", 11020, kPerThread), "cuMemAllocAsync_ptsz");
+    EXPECT_EQ(resolve("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_LEGACY_STREAM),
+              "cuMemAllocAsync");
+    EXPECT_EQ(resolve("cuLaunchKernel", 12000, kPerThread), "cuLaunchKernel_ptsz");
+    EXPECT_EQ(resolve("cuLaunchKernel", 12000, 0), "cuLaunchKernel");
+    EXPECT_EQ(resolve("cuGraphLaunch", 12000, kPerThread), "cuGraphLaunch_ptsz");
+    // No per-thread variant: the plain one.
+    EXPECT_EQ(resolve("cuMemAlloc", 12000, kPerThread), "cuMemAlloc_v2");
+    // Per-thread rows newer than asked: the plain one.
+    EXPECT_EQ(resolve("cuStreamSynchronize", 6050, kPerThread), "cuStreamSynchronize");
+}
+
+TEST_F(StandinDriver, ProcAddressFailures) {
+    CUdriverProcAddressQueryResult status = -1;
+    CUresult result = -1;
+    EXPECT_EQ(resolve("cuMemAllocAsync", 11010, 0, &status, &result), "");
+    EXPECT_EQ(result, CUDA_ERROR_NOT_FOUND);
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    EXPECT_EQ(resolve("cuNoSuchFunction", 13000, 0, &status, &result), "");
+    EXPECT_EQ(result, CUDA_ERROR_NOT_FOUND);
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    resolve("cuMemAlloc", 13000, 4, &status, &result);
+    EXPECT_EQ(result, CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(StandinDriver, VmmNeedsNoContextAndCountsDeviceLocationsOnly) {
+    auto create = fn<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                                  unsigned long long)>("cuMemCreate");
+    auto release = fn<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease");
+    auto granularity =
+        fn<CUresult (*)(size_t*, const CUmemAllocationProp*, int)>("cuMemGetAllocationGranularity");
+    // A fresh thread has no current context, like NCCL's and PyTorch's workers.
+    std::thread worker([&] {
+        auto get_current = fn<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+        CUcontext ctx = reinterpret_cast<CUcontext>(1);
+        ASSERT_EQ(get_current(&ctx), CUDA_SUCCESS);
+        ASSERT_EQ(ctx, nullptr);
+        CUmemAllocationProp prop{};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1};
+        size_t g = 0;
+        ASSERT_EQ(granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+        EXPECT_EQ(g, 2 * kMiB);
+        const unsigned long long before0 = used(0), before1 = used(1);
+        CUmemGenericAllocationHandle device_handle = 0, host_handle = 0;
+        ASSERT_EQ(create(&device_handle, 6 * kMiB, &prop, 0), CUDA_SUCCESS);
+        EXPECT_EQ(used(1), before1 + 6 * kMiB);
+        EXPECT_EQ(used(0), before0);
+        CUmemGenericAllocationHandle unused = 0;
+        EXPECT_EQ(create(&unused, 3 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+        prop.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        ASSERT_EQ(create(&host_handle, 4 * kMiB, &prop, 0), CUDA_SUCCESS);
+        EXPECT_EQ(used(0), before0);
+        EXPECT_EQ(used(1), before1 + 6 * kMiB);
+        EXPECT_EQ(release(device_handle), CUDA_SUCCESS);
+        EXPECT_EQ(release(host_handle), CUDA_SUCCESS);
+        EXPECT_EQ(used(1), before1);
+        EXPECT_EQ(release(device_handle), CUDA_ERROR_INVALID_VALUE);
+    });
+    worker.join();
+}
+
+class StandinDriverWithContext : public StandinDriver {
+  protected:
+    void SetUp() override {
+        StandinDriver::SetUp();
+        CUcontext ctx = nullptr;
+        ASSERT_EQ(fn<CUresult (*)(CUcontext*, int)>("cuDevicePrimaryCtxRetain")(&ctx, 0),
+                  CUDA_SUCCESS);
+        ASSERT_EQ(fn<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx), CUDA_SUCCESS);
+    }
+};
+
+TEST_F(StandinDriverWithContext, FaultInjectionFailsOneCallWithoutEffect) {
+    auto alloc = fn<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    auto mem_free = fn<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
+    auto calls = fn<gpulimit_standin_calls_fn>(GPULIMIT_STANDIN_CALLS);
+    auto last = fn<gpulimit_standin_last_call_fn>(GPULIMIT_STANDIN_LAST_CALL);
+    const unsigned long long before = used(0), count = calls("cuMemAlloc_v2");
+    fn<gpulimit_standin_fail_next_fn>(GPULIMIT_STANDIN_FAIL_NEXT)("cuMemAlloc_v2",
+                                                                  CUDA_ERROR_OUT_OF_MEMORY);
+    CUdeviceptr p = 0;
+    EXPECT_EQ(alloc(&p, kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(used(0), before);
+    EXPECT_EQ(std::string(last()), "cuMemAlloc_v2");
+    ASSERT_EQ(alloc(&p, kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(used(0), before + 2 * kMiB);
+    EXPECT_EQ(calls("cuMemAlloc_v2"), count + 2);
+    EXPECT_EQ(mem_free(p), CUDA_SUCCESS);
+    EXPECT_EQ(used(0), before);
+}
+
+TEST_F(StandinDriverWithContext, PoolGivesBackAboveItsThresholdAtSynchronization) {
+    auto create = fn<CUresult (*)(CUmemoryPool*, const CUmemPoolProps*)>("cuMemPoolCreate");
+    auto alloc =
+        fn<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync");
+    auto free_async = fn<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync");
+    auto get = fn<CUresult (*)(CUmemoryPool, int, void*)>("cuMemPoolGetAttribute");
+    auto set = fn<CUresult (*)(CUmemoryPool, int, void*)>("cuMemPoolSetAttribute");
+    auto sync = fn<CUresult (*)(CUstream)>("cuStreamSynchronize");
+    auto destroy = fn<CUresult (*)(CUmemoryPool)>("cuMemPoolDestroy");
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    CUmemoryPool pool = nullptr;
+    ASSERT_EQ(create(&pool, &props), CUDA_SUCCESS);
+    const unsigned long long before = used(0);
+    cuuint64_t threshold = 4 * kMiB;
+    ASSERT_EQ(set(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+    CUdeviceptr a = 0, b = 0;
+    ASSERT_EQ(alloc(&a, 5 * kMiB, pool, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(alloc(&b, 5 * kMiB, pool, nullptr), CUDA_SUCCESS);
+    cuuint64_t reserved = 0;
+    ASSERT_EQ(get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+    EXPECT_EQ(reserved, 10 * kMiB);
+    EXPECT_EQ(used(0), before + 10 * kMiB);
+    ASSERT_EQ(free_async(a, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(free_async(b, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+    EXPECT_EQ(reserved, 10 * kMiB);
+    ASSERT_EQ(sync(nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+    EXPECT_EQ(reserved, 4 * kMiB);
+    EXPECT_EQ(used(0), before + 4 * kMiB);
+    EXPECT_EQ(destroy(pool), CUDA_SUCCESS);
+    EXPECT_EQ(used(0), before);
+}
+
+TEST_F(StandinDriverWithContext, ArraysAreSizedLikeTheirMemoryRequirements) {
+    auto create = fn<CUresult (*)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*)>("cuArray3DCreate_v2");
+    auto requirements = fn<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
+        "cuArrayGetMemoryRequirements");
+    auto destroy = fn<CUresult (*)(CUarray)>("cuArrayDestroy");
+    auto mip_create = fn<CUresult (*)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned)>(
+        "cuMipmappedArrayCreate");
+    auto mip_requirements =
+        fn<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUmipmappedArray, CUdevice)>(
+            "cuMipmappedArrayGetMemoryRequirements");
+    auto mip_destroy = fn<CUresult (*)(CUmipmappedArray)>("cuMipmappedArrayDestroy");
+    const unsigned long long before = used(0);
+    CUDA_ARRAY3D_DESCRIPTOR desc{1000, 1000, 0, 0x20 /* FLOAT */, 4, 0};
+    CUarray array = nullptr;
+    ASSERT_EQ(create(&array, &desc), CUDA_SUCCESS);
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+    ASSERT_EQ(requirements(&req, array, 0), CUDA_SUCCESS);
+    EXPECT_EQ(req.size, 16 * kMiB); // 16 000 000 bytes, in 2 MiB pages
+    EXPECT_EQ(req.alignment, 512U);
+    EXPECT_EQ(used(0), before + req.size);
+    CUmipmappedArray mip = nullptr;
+    CUDA_ARRAY3D_DESCRIPTOR mip_desc{1024, 1024, 0, 0x01 /* UINT8 */, 1, 0};
+    ASSERT_EQ(mip_create(&mip, &mip_desc, 3), CUDA_SUCCESS);
+    ASSERT_EQ(mip_requirements(&req, mip, 0), CUDA_SUCCESS);
+    EXPECT_EQ(req.size, 2 * kMiB); // 1 MiB + 256 KiB + 64 KiB
+    EXPECT_EQ(destroy(array), CUDA_SUCCESS);
+    EXPECT_EQ(mip_destroy(mip), CUDA_SUCCESS);
+    EXPECT_EQ(used(0), before);
+}
+
+TEST_F(StandinDriver, GraphReserveComesFromTheTestSetter) {
+    auto set_reserved =
+        fn<gpulimit_standin_set_graph_reserved_fn>(GPULIMIT_STANDIN_SET_GRAPH_RESERVED);
+    auto get = fn<CUresult (*)(CUdevice, int, void*)>("cuDeviceGetGraphMemAttribute");
+    const unsigned long long before = used(1);
+    ASSERT_EQ(set_reserved(1, 64 * kMiB), 0);
+    cuuint64_t reserved = 0;
+    ASSERT_EQ(get(1, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+    EXPECT_EQ(reserved, 64 * kMiB);
+    EXPECT_EQ(used(1), before + 64 * kMiB);
+    EXPECT_EQ(set_reserved(1, 9ULL << 30), -1);
+    ASSERT_EQ(set_reserved(1, 0), 0);
+    EXPECT_EQ(used(1), before);
+}
+
+TEST_F(StandinDriver, NvmlListsTheSameDevicesInPciOrder) {
+    void* nvml = dlopen(GPULIMIT_STANDIN_NVML, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nvml, nullptr) << dlerror();
+    auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
+    auto count =
+        reinterpret_cast<nvmlReturn_t (*)(unsigned*)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+    auto by_index = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(
+        dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+    auto uuid = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(
+        dlsym(nvml, "nvmlDeviceGetUUID"));
+    auto memory_v2 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*)>(
+        dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2"));
+    ASSERT_EQ(init(), NVML_SUCCESS);
+    unsigned n = 0;
+    ASSERT_EQ(count(&n), NVML_SUCCESS);
+    ASSERT_EQ(n, 2U);
+    nvmlDevice_t first = nullptr;
+    ASSERT_EQ(by_index(0, &first), NVML_SUCCESS);
+    char text[kNvmlDeviceUuidBufferSize];
+    ASSERT_EQ(uuid(first, text, sizeof text), NVML_SUCCESS);
+    EXPECT_EQ(std::string(text), "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"); // CUDA ordinal 1
+    nvmlMemory_v2_t memory{};
+    EXPECT_EQ(memory_v2(first, &memory), 25); // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    memory.version = GPULIMIT_NVML_MEMORY_V2;
+    ASSERT_EQ(memory_v2(first, &memory), NVML_SUCCESS);
+    EXPECT_EQ(memory.total, 8ULL << 30);
+    EXPECT_EQ(memory.used, used(1));
+    EXPECT_EQ(memory.free, memory.total - memory.used);
+}
+
+} // namespace
