@@ -180,8 +180,9 @@ void cpu_relax() {
 #endif
 }
 
-// Spin briefly, then yield; tells the caller when it is time to look at
-// whether the process it waits for is still alive.
+// Spin briefly, then yield, then sleep (a stopped tag owner must not cost a
+// whole CPU); tells the caller when to look at whether the process it waits
+// for is still alive.
 struct Backoff {
     unsigned rounds = 0;
     bool wait() {
@@ -190,7 +191,11 @@ struct Backoff {
             cpu_relax();
             return false;
         }
-        sched_yield();
+        if (rounds < 4096) {
+            sched_yield();
+        } else {
+            sleep_us(50);
+        }
         return rounds % 32 == 0;
     }
 };
@@ -360,9 +365,10 @@ struct GroupState::Protocol {
             return; // another thread of ours reclaims; it may be this very slot
         }
         if (try_lock_byte(state.fd_, slot_lock_offset(owner))) {
-            resolve(state, owner);
-            if (!in_reclaim) {
-                return_charges<false>(state, owner, Hook{});
+            if (in_reclaim) {
+                resolve(state, owner);
+            } else {
+                empty_locked_slot<false>(state, owner, Hook{});
             }
             unlock_byte(state.fd_, slot_lock_offset(owner));
         }
@@ -495,15 +501,24 @@ struct GroupState::Protocol {
         if (!try_lock_byte(state.fd_, slot_lock_offset(x))) {
             return false;
         }
-        SlotRecord& slot = state.file_->slots[x];
-        bool was_live = slot.state.load(std::memory_order_acquire) == kSlotLive;
-        if (was_live) {
-            resolve(state, x);
-            return_charges<Hooked>(state, x, hook);
-            slot.state.store(kSlotReleased, std::memory_order_release);
-        }
+        bool was_live = empty_locked_slot<Hooked>(state, x, hook);
         unlock_byte(state.fd_, slot_lock_offset(x));
         return was_live;
+    }
+
+    // The body of a reclaim, with x's lock held: a live-marked slot is
+    // resolved, emptied and marked released (a slot not marked live holds
+    // nothing: it is marked so only once empty).
+    template <bool Hooked>
+    static bool empty_locked_slot(GroupState& state, int x, const Hook& hook) {
+        SlotRecord& slot = state.file_->slots[x];
+        if (slot.state.load(std::memory_order_acquire) != kSlotLive) {
+            return false;
+        }
+        resolve(state, x);
+        return_charges<Hooked>(state, x, hook);
+        slot.state.store(kSlotReleased, std::memory_order_release);
+        return true;
     }
 
     template <bool Hooked>
