@@ -39,9 +39,10 @@ expected=(
   "f 644 /usr/share/man/man8/gpu-restriction.8"
   "f 644 /usr/share/man/man8/gpuinit.8"
 )
-# The interposer gpu-limit run preloads: a shared object, so dynamic builds only.
+# The interposer gpu-limit run preloads: a shared object, so dynamic builds
+# only; 0644 as Debian policy wants shared libraries (it is mapped, never run).
 if [[ $variant == dynamic ]]; then
-  expected+=("f 755 /usr/$libdir/gpuinit/libgpulimit.so")
+  expected+=("f 644 /usr/$libdir/gpuinit/libgpulimit.so")
 fi
 for tool in "${tools[@]}"; do
   if [[ $variant == static ]]; then
