@@ -13,6 +13,13 @@
 // group_state.cpp is compiled into this program, so that the ASan and TSan
 // builds instrument it too.
 //
+// Built with GPULIMIT_INTERPOSED, the workers allocate through the driver
+// API instead (cuMemAlloc_v2 / cuMemFree_v2 on the stand-in libcuda.so.1,
+// with libgpulimit.so preloaded by the test's environment, which also sets
+// AMP_VGPU_ENABLE and GPU_MEM_PER_DEVICE): one device, 2 MiB multiples, a
+// refusal must be CUDA_ERROR_OUT_OF_MEMORY. The checker and the end checks
+// read the same group file that the library keeps.
+//
 //   concurrency_driver [--workers N] [--threads T] [--seconds S] [--kill]
 #include "gpuinit/limit/group_state.hpp"
 
@@ -35,15 +42,37 @@
 
 using namespace gpuinit::limit;
 
+#ifdef GPULIMIT_INTERPOSED
+extern "C" {
+// By exported ABI name (no cuda.h in CI).
+int cuInit(unsigned int flags);
+int cuDeviceGet(int* device, int ordinal);
+int cuCtxCreate_v2(void** context, unsigned int flags, int device);
+int cuCtxSetCurrent(void* context);
+int cuMemAlloc_v2(unsigned long long* pointer, size_t bytes);
+int cuMemFree_v2(unsigned long long pointer);
+}
+#endif
+
 namespace {
 
-constexpr int kDevices = 2;
 constexpr int kMaxWorkers = 256;
+constexpr const char* kGroup = "concurrency";
+#ifdef GPULIMIT_INTERPOSED
+constexpr int kDevices = 1;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGranule = 2 * kMiB; // the stand-in's allocation granularity
+// GPU_MEM_PER_DEVICE (210 MiB, set by the test) - the default 10 MiB reserved.
+constexpr uint64_t kCap[kDevices] = {200 * kMiB};
+constexpr const char* kUuids[kDevices] = {"GPU-11111111-2222-3333-4444-555555555555"};
+constexpr int kCudaOutOfMemory = 2;
+#else
+constexpr int kDevices = 2;
 constexpr uint64_t kCap[kDevices] = {4'000'000, 2'500'000};
 constexpr uint64_t kMaxRequest = 200'000;
-constexpr const char* kGroup = "concurrency";
 constexpr const char* kUuids[kDevices] = {"GPU-c0c0c0c0-0000-0000-0000-000000000000",
                                           "GPU-c1c1c1c1-1111-1111-1111-111111111111"};
+#endif
 
 enum Phase : int { Running = 0, Stopping = 1, Exiting = 2 };
 
@@ -121,6 +150,91 @@ bool join_group(GroupState& state, int (&devices)[kDevices], bool register_slot)
     return true;
 }
 
+#ifdef GPULIMIT_INTERPOSED
+// One thread of a worker, allocating through the interposer.
+void worker_thread(void* context, WorkerRecord& record, unsigned seed) {
+    if (cuCtxSetCurrent(context) != 0) {
+        failure("cuCtxSetCurrent failed");
+        return;
+    }
+    unsigned long long held[32];
+    uint64_t sizes[32];
+    int count = 0;
+    std::minstd_rand random(seed);
+    while (shared->phase.load(std::memory_order_relaxed) == Running) {
+        bool allocate = count == 0 || (count < 32 && random() % 100 < 55);
+        if (allocate) {
+            uint64_t bytes = (1 + random() % 12) * kGranule;
+            unsigned long long pointer = 0;
+            int result = cuMemAlloc_v2(&pointer, bytes);
+            if (result == 0) {
+                record.books[0].fetch_add(bytes);
+                held[count] = pointer;
+                sizes[count++] = bytes;
+                record.admitted.fetch_add(1, std::memory_order_relaxed);
+            } else if (result == kCudaOutOfMemory) {
+                record.refused.fetch_add(1, std::memory_order_relaxed);
+            } else {
+                failure("cuMemAlloc_v2(%llu) returned %d", (unsigned long long)bytes, result);
+                return;
+            }
+        } else {
+            int pick = int(random() % unsigned(count));
+            unsigned long long pointer = held[pick];
+            uint64_t bytes = sizes[pick];
+            --count;
+            held[pick] = held[count];
+            sizes[pick] = sizes[count];
+            if (cuMemFree_v2(pointer) != 0) {
+                failure("cuMemFree_v2 failed");
+            }
+            record.books[0].fetch_sub(bytes);
+        }
+    }
+}
+
+[[noreturn]] void run_worker(int index, int threads) {
+    WorkerRecord& record = shared->workers[index];
+    int device = 0;
+    void* context = nullptr;
+    if (cuInit(0) != 0 || cuDeviceGet(&device, 0) != 0 ||
+        cuCtxCreate_v2(&context, 0, device) != 0) {
+        failure("worker %d: cuInit/cuDeviceGet/cuCtxCreate failed", index);
+        _exit(1);
+    }
+    // The library registered this process at cuInit: find its slot.
+    GroupState reader;
+    Problem problem;
+    if (!reader.open_read_only(state_dir, kGroup, problem)) {
+        failure("worker: %s", problem.text);
+        _exit(1);
+    }
+    for (int slot = 0; slot < kMaxSlots; ++slot) {
+        int32_t pid = 0;
+        uint64_t charged[kMaxGroupDevices];
+        bool alive = false;
+        char comm[16];
+        if (reader.slot_usage(slot, pid, charged, alive, comm) && pid == getpid()) {
+            record.slot.store(slot);
+        }
+    }
+    reader.close();
+    std::vector<std::thread> pool;
+    pool.reserve(size_t(threads));
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back(worker_thread, context, std::ref(record),
+                          unsigned(getpid()) * 31u + unsigned(t));
+    }
+    for (std::thread& thread : pool) {
+        thread.join();
+    }
+    record.stopped.store(1);
+    while (shared->phase.load() != Exiting) {
+        sleep_ms(5);
+    }
+    _exit(0); // the library's slot goes with the process
+}
+#else
 // One thread of a worker: a private list of "allocations".
 void worker_thread(GroupState& state, const int (&devices)[kDevices], WorkerRecord& record,
                    unsigned seed) {
@@ -188,6 +302,8 @@ void worker_thread(GroupState& state, const int (&devices)[kDevices], WorkerReco
     }
     _exit(0);
 }
+
+#endif
 
 [[noreturn]] void run_checker() {
     GroupState reader;
@@ -317,6 +433,10 @@ int main(int argc, char** argv) {
         return 1;
     }
 
+#ifdef GPULIMIT_INTERPOSED
+    setenv("GPU_LIMIT_STATE_DIR", state_dir, 1);
+    setenv("GPU_LIMIT_GROUP", kGroup, 1);
+#endif
     // The driver's own handle: no slot, used for the end checks and reclaim.
     GroupState driver;
     int devices[kDevices];
@@ -455,13 +575,17 @@ int main(int argc, char** argv) {
                 shared->reclaims_seen.load());
     }
 
+    char maxima[128] = {};
+    for (int d = 0, used = 0; d < kDevices; ++d) {
+        used += std::snprintf(maxima + used, sizeof maxima - size_t(used), "%s%llu/%llu",
+                              d == 0 ? "" : " and ", (unsigned long long)shared->max_used[d].load(),
+                              (unsigned long long)kCap[d]);
+    }
     std::printf("concurrency: %d workers x %d threads, %.1f s: %llu admitted, %llu refused, "
-                "%llu checks, max used %llu/%llu and %llu/%llu, %d killed (max reclaim %.0f "
-                "ms), %d reclaimed at exit, %d failures\n",
+                "%llu checks, max used %s, %d killed (max reclaim %.0f ms), %d reclaimed at "
+                "exit, %d failures\n",
                 count, threads, seconds, (unsigned long long)admitted, (unsigned long long)refused,
-                (unsigned long long)shared->checks.load(),
-                (unsigned long long)shared->max_used[0].load(), (unsigned long long)kCap[0],
-                (unsigned long long)shared->max_used[1].load(), (unsigned long long)kCap[1], kills,
+                (unsigned long long)shared->checks.load(), maxima, kills,
                 double(shared->max_reclaim_ns.load()) / 1e6, reclaimed, shared->failures.load());
     driver.close();
     std::string remove = std::string("rm -rf ") + state_dir;
