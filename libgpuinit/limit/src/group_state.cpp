@@ -204,6 +204,10 @@ char lower(char c) {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
+char upper(char c) {
+    return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+}
+
 bool same_uuid(const char* a, const char* b) {
     for (size_t i = 0; i < kUuidSize; ++i) {
         if (lower(a[i]) != lower(b[i])) {
@@ -810,8 +814,10 @@ int GroupState::attach_device(const char* uuid, uint64_t cap, uint64_t physical_
             // lock: ours to fill. Records fill in order, so this is the end.
             record.state.store(kRecordFilling, std::memory_order_relaxed);
             std::memset(record.uuid, 0, sizeof record.uuid);
+            // As nvidia-smi and NVML spell it: "GPU-" (or "MIG-"), then the
+            // hex digits in lower case.
             for (size_t c = 0; c < length; ++c) {
-                record.uuid[c] = lower(uuid[c]);
+                record.uuid[c] = c < 4 ? upper(uuid[c]) : lower(uuid[c]);
             }
             record.cap.store(cap, std::memory_order_relaxed);
             record.physical_total.store(physical_total, std::memory_order_relaxed);

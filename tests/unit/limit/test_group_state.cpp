@@ -372,7 +372,7 @@ TEST(GroupState, AttachDeviceByUuidAndOneCapPerGroup) {
 
     DeviceUsage usage{};
     ASSERT_TRUE(state.device_usage(a, usage));
-    EXPECT_STREQ(usage.uuid, "gpu-aaaaaaaa-1111-2222-3333-444444444444");
+    EXPECT_STREQ(usage.uuid, "GPU-aaaaaaaa-1111-2222-3333-444444444444");
     EXPECT_EQ(usage.cap, 1000u);
     EXPECT_EQ(usage.physical_total, 5000u);
     EXPECT_FALSE(state.device_usage(2, usage));
