@@ -135,6 +135,10 @@ Rendered render_status_text(const limit::StatusReport& report, const Diagnostics
                           [](const limit::ProcessUsage& process) { return process.alive; }));
         rendered.out += format("group %s: %zu device(s), %zu live process(es)  (%s)\n",
                                group.name.c_str(), group.devices.size(), live, group.path.c_str());
+        if (group.reclaimed > 0) {
+            rendered.out +=
+                format("  returned the memory of %d dead process(es)\n", group.reclaimed);
+        }
         if (!group.devices.empty()) {
             rendered.out += format("  %-3s %-40s %12s %12s %12s %12s %8s\n", "DEV", "UUID", "CAP",
                                    "USED", "PEAK", "PHYSICAL", "REFUSED");
@@ -176,6 +180,7 @@ std::string render_status_json(const limit::StatusReport& report, const Diagnost
         json.begin_object();
         json.key("name").value(group.name);
         json.key("path").value(group.path);
+        json.key("reclaimed_processes").value(group.reclaimed);
         json.key("devices").begin_array();
         for (const limit::DeviceUsage& device : group.devices) {
             json.begin_object();

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <memory>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpuinit::limit {
 
@@ -327,7 +328,17 @@ Result<GroupReport> read_group(const std::string& state_dir, const std::string& 
     report.path = state_dir + "/" + name + "/state";
     auto state = std::make_unique<GroupState>();
     Problem problem;
-    if (!state->open_read_only(state_dir.c_str(), name.c_str(), problem)) {
+    // The file's owner (or root) opens it writable, without taking a slot,
+    // and returns what dead processes left before reporting, as the library
+    // does before it reports: a SIGKILLed job shows as freed at once, not at
+    // the group's next allocation. Anyone else gets the read-only view.
+    struct stat file {};
+    bool writable = ::lstat(report.path.c_str(), &file) == 0 && S_ISREG(file.st_mode) &&
+                    ::access(report.path.c_str(), R_OK | W_OK) == 0 &&
+                    state->open(state_dir.c_str(), name.c_str(), problem);
+    if (writable) {
+        report.reclaimed = state->reclaim_dead();
+    } else if (!state->open_read_only(state_dir.c_str(), name.c_str(), problem)) {
         Diagnostic failure = error(std::string(problem.text), problem.errnum);
         failure.where.group = name;
         return failure;

@@ -85,6 +85,7 @@ struct GroupReport {
     std::string path; // <state dir>/<group>/state
     std::vector<DeviceUsage> devices;
     std::vector<ProcessUsage> processes;
+    int reclaimed = 0; // dead processes whose memory this status returned
 };
 
 struct StatusReport {
