@@ -104,7 +104,8 @@ double percentile(const std::vector<double>& sorted, double p) {
     if (sorted.empty()) {
         return 0;
     }
-    return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
+    return sorted[std::min(sorted.size() - 1,
+                           static_cast<size_t>(p * static_cast<double>(sorted.size())))];
 }
 
 } // namespace

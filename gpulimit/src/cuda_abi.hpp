@@ -89,7 +89,7 @@ enum : int {
     CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
 };
 struct CUmemPoolProps {
-    int allocType;   // CU_MEM_ALLOCATION_TYPE_*
+    int allocType; // CU_MEM_ALLOCATION_TYPE_*
     int handleTypes;
     CUmemLocation location;
     void* win32SecurityAttributes;
