@@ -61,22 +61,7 @@ constexpr const char* kUsage =
     "library); run: CMD's status (126 not executable, 127 not found).\n";
 
 int fail(const CommonOptions& common, const Diagnostic& failure, int code) {
-    Diagnostics diagnostics;
-    diagnostics.add(failure);
-    if (common.json) {
-        JsonWriter json;
-        json.begin_object();
-        json.key("exit_code").value(code);
-        json.key("diagnostics");
-        write_diagnostics_json(json, diagnostics);
-        json.end_object();
-        emit_json(json);
-        return code;
-    }
-    Rendered rendered;
-    render_diagnostics("gpu-limit", diagnostics, common.verbosity, rendered);
-    emit(rendered);
-    return code;
+    return report_failure("gpu-limit", failure, common.json, common.verbosity, code);
 }
 
 std::map<std::string, std::string> current_environment() {

@@ -107,22 +107,7 @@ struct MigOptions {
 };
 
 int fail(const CommonOptions& common, const Diagnostic& failure, int code) {
-    Diagnostics diagnostics;
-    diagnostics.add(failure);
-    if (common.json) {
-        JsonWriter json;
-        json.begin_object();
-        json.key("exit_code").value(code);
-        json.key("diagnostics");
-        write_diagnostics_json(json, diagnostics);
-        json.end_object();
-        emit_json(json);
-        return code;
-    }
-    Rendered rendered;
-    render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
-    emit(rendered);
-    return code;
+    return report_failure("gpu-mig", failure, common.json, common.verbosity, code);
 }
 
 std::optional<std::string> env(const char* name) {

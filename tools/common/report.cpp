@@ -72,4 +72,24 @@ void emit(const Rendered& rendered) {
     write_escaped(stderr, rendered.err);
 }
 
+int report_failure(const char* program, const Diagnostic& failure, bool json, int verbosity,
+                   int code) {
+    Diagnostics diagnostics;
+    diagnostics.add(failure);
+    if (json) {
+        JsonWriter writer;
+        writer.begin_object();
+        writer.key("exit_code").value(code);
+        writer.key("diagnostics");
+        write_diagnostics_json(writer, diagnostics);
+        writer.end_object();
+        emit_json(writer);
+        return code;
+    }
+    Rendered rendered;
+    render_diagnostics(program, diagnostics, verbosity, rendered);
+    emit(rendered);
+    return code;
+}
+
 } // namespace gpuinit::tools

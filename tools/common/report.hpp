@@ -31,4 +31,9 @@ void emit(const Rendered& rendered);
 // Writes a JSON document (already escaped by JsonWriter) and a newline.
 void emit_json(const JsonWriter& json);
 
+// A command that stops on one failure: prints it (as text on stderr, or as a
+// JSON document with exit_code and diagnostics) and returns `code`.
+int report_failure(const char* program, const Diagnostic& failure, bool json, int verbosity,
+                   int code);
+
 } // namespace gpuinit::tools
