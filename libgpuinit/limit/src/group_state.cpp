@@ -8,22 +8,28 @@
 // # The protocol
 //
 // Device d's total_word holds a tag (owner slot + 1, 11 bits) above the
-// bytes (53 bits). A slot's charged[d] holds its bytes and, in bit 63, the
-// in-flight flag; op[d] holds the in-flight operation (bytes, bit 63 for a
-// removal). An operation of slot s on device d:
+// bytes (53 bits). A slot's charged[d] holds its bytes, in bit 63 the
+// in-flight flag and in bit 62 the applied mark; op[d] holds the in-flight
+// operation (bytes, bit 63 for a removal). An operation of slot s on device
+// d:
 //   (1) set the flag of charged[d] by CAS (the threads of s take turns here),
 //       then write op[d];
 //   (2) CAS the total from an untagged value t to tag(s) | (t +/- bytes);
 //       a tagged total means another slot is between (2) and (4): wait (a
 //       dead tag owner is resolved, see below); over the cap: clear the flag
 //       and stop (nothing changed);
-//   (3) store charged[d] = c +/- bytes, which clears the flag in one store;
-//   (4) clear the tag (only s ever clears tag(s)).
+//   (3) store charged[d] = (c +/- bytes) | flag | applied;
+//   (4) clear the tag (only s ever clears tag(s));
+//   (5) store charged[d] = c +/- bytes, which ends the operation.
+// The flag is held from (1) to (5), so tag(s) on device d exists only while
+// the flag is set, and belongs to the operation the flag and op[d] describe:
+// another thread of s cannot start on d between (3) and (4).
 //
 // Invariant at every instruction boundary, for every device: the total's
 // bytes equal the sum over slots of their contribution, where a slot's
-// contribution is charged[d] without the flag, plus (or minus) op[d] when the
-// flag is set and the total carries the slot's tag.
+// contribution is charged[d] without the flag and mark, plus (or minus)
+// op[d] when the flag is set, the mark is not, and the total carries the
+// slot's tag.
 //
 // # Reclaiming a dead slot x
 //
@@ -31,22 +37,25 @@
 // can register or reclaim x until it lets go. It first resolves x on every
 // device (no waiting), then returns x's charges by running the same protocol
 // for x (a removal of the whole charge). Where x's owner died, per device:
-//   - before (1) or after (4): no flag, no tag: contribution is charged[d];
+//   - before (1) or after (5): no flag, no tag: contribution is charged[d];
 //   - after (1), before (2), or in the over-cap exit before the flag was
-//     cleared: flag set, the total not tagged by x (only (2) tags it, and
-//     (4) of x's previous operation came before this (1)): the total does
-//     not include the operation; clearing the flag makes charged[d] the
+//     cleared: flag set, the total not tagged by x: the total does not
+//     include the operation; clearing the flag makes charged[d] the
 //     contribution;
-//   - after (2), before (3): flag set and tag(x): the total includes the
-//     operation; the reclaimer does (3) with op[d] and then (4);
-//   - after (3), before (4): no flag, tag(x): the reclaimer does (4).
-// After resolution charged[d] is exactly x's share of the total, with no
-// flag and no tag of x anywhere, and the removal returns it once. The
-// reclaimer may die too: its removal is an operation of x with the same
-// steps, so the next reclaimer resolves it the same way, and resolution
-// itself only repeats steps (3) and (4) of x, which are idempotent. A slot
-// whose state is not live has no charges: registration and reclaim mark a
-// slot live or released only after its charges are zero.
+//   - after (2), before (3): flag set, no mark, tag(x): the total includes
+//     the operation; the reclaimer applies op[d] to the charge, clears the
+//     flag, then the tag;
+//   - after (3), before (4): flag and mark, tag(x): the reclaimer clears
+//     the flag and mark, then the tag;
+//   - after (4), before (5): flag and mark, no tag: it clears them.
+// A reclaimer that dies between clearing the flag and the tag leaves no flag
+// and tag(x), which the next one clears. After resolution charged[d] is
+// exactly x's share of the total, with no flag and no tag of x anywhere, and
+// the removal returns it once. The reclaimer's removal is an operation of x
+// with the same steps, so the next reclaimer resolves it the same way, and
+// resolution itself is idempotent. A slot whose state is not live has no
+// charges: registration and reclaim mark a slot live or released only after
+// its charges are zero.
 //
 // Waiting on a tagged total never waits on the dead: after a while the
 // waiter tries the tag owner's lock, and if it gets it, resolves that slot
@@ -72,7 +81,9 @@ namespace {
 constexpr int kTagShift = 53;
 constexpr uint64_t kBytesMask = (uint64_t{1} << kTagShift) - 1;
 constexpr uint64_t kInFlight = uint64_t{1} << 63; // in charged[d]
-constexpr uint64_t kRemoval = uint64_t{1} << 63;  // in op[d]
+constexpr uint64_t kApplied = uint64_t{1} << 62;  // in charged[d]
+constexpr uint64_t kChargeMask = ~(kInFlight | kApplied);
+constexpr uint64_t kRemoval = uint64_t{1} << 63; // in op[d]
 static_assert(kMaxSlots + 1 < (1 << (64 - kTagShift)), "the tag holds slot + 1");
 
 // Lock bytes, past the end of the file (a lock needs no data under it). The
@@ -445,11 +456,13 @@ struct GroupState::Protocol {
             }
         }
         step<Hooked>(hook, Step::TotalTagged, slot_index);
-        slot.charged[device].store(removal ? charge - bytes : charge + bytes,
-                                   std::memory_order_release);
+        uint64_t updated = removal ? charge - bytes : charge + bytes;
+        slot.charged[device].store(updated | kInFlight | kApplied, std::memory_order_release);
         step<Hooked>(hook, Step::SlotUpdated, slot_index);
         record.total_word.fetch_and(kBytesMask, std::memory_order_acq_rel);
         step<Hooked>(hook, Step::Untagged, slot_index);
+        slot.charged[device].store(updated, std::memory_order_release);
+        step<Hooked>(hook, Step::FlagCleared, slot_index);
         if (!removal) {
             uint64_t peak = record.peak.load(std::memory_order_relaxed);
             while (peak < next &&
@@ -468,8 +481,8 @@ struct GroupState::Protocol {
             uint64_t word = slot.charged[device].load(std::memory_order_acquire);
             bool tagged = tag_owner(record.total_word.load(std::memory_order_acquire)) == x;
             if ((word & kInFlight) != 0) {
-                uint64_t charge = word & ~kInFlight;
-                if (tagged) { // died between (2) and (3): do (3)
+                uint64_t charge = word & kChargeMask;
+                if (tagged && (word & kApplied) == 0) { // died between (2) and (3)
                     uint64_t op = slot.op[device].load(std::memory_order_acquire);
                     uint64_t bytes = op & ~kRemoval;
                     if ((op & kRemoval) != 0) {
@@ -480,7 +493,7 @@ struct GroupState::Protocol {
                 }
                 slot.charged[device].store(charge, std::memory_order_release);
             }
-            if (tagged) { // between (2) and (4): do (4); nobody else changes a tagged total
+            if (tagged) { // do (4); nobody else changes a tagged total
                 record.total_word.fetch_and(kBytesMask, std::memory_order_acq_rel);
             }
         }
@@ -491,7 +504,7 @@ struct GroupState::Protocol {
     static void return_charges(GroupState& state, int x, const Hook& hook) {
         SlotRecord& slot = state.file_->slots[x];
         for (int device = 0; device < kMaxGroupDevices; ++device) {
-            uint64_t charge = slot.charged[device].load(std::memory_order_acquire) & ~kInFlight;
+            uint64_t charge = slot.charged[device].load(std::memory_order_acquire) & kChargeMask;
             if (charge != 0) {
                 operate<Hooked>(state, x, device, charge, true, false, hook);
             }
@@ -904,7 +917,7 @@ uint64_t GroupState::own_charged(int device) const {
     if (file_ == nullptr || slot_ < 0 || device < 0 || device >= kMaxGroupDevices) {
         return 0;
     }
-    return file_->slots[slot_].charged[device].load(std::memory_order_acquire) & ~kInFlight;
+    return file_->slots[slot_].charged[device].load(std::memory_order_acquire) & kChargeMask;
 }
 
 void GroupState::note_refusal(int device) {
@@ -1007,7 +1020,7 @@ bool GroupState::slot_usage(int slot, int32_t& pid, uint64_t charged[kMaxGroupDe
     }
     pid = record.pid.load(std::memory_order_relaxed);
     for (int device = 0; device < kMaxGroupDevices; ++device) {
-        charged[device] = record.charged[device].load(std::memory_order_acquire) & ~kInFlight;
+        charged[device] = record.charged[device].load(std::memory_order_acquire) & kChargeMask;
     }
     std::memcpy(comm, record.comm, 16);
     comm[15] = '\0';

@@ -29,7 +29,7 @@
 namespace gpuinit::limit {
 
 inline constexpr uint32_t kStateMagic = 0x4d4c5047; // "GPLM"
-inline constexpr uint32_t kStateVersion = 1;
+inline constexpr uint32_t kStateVersion = 2;
 inline constexpr int kMaxGroupDevices = 16;
 inline constexpr int kMaxSlots = 1024;
 
@@ -61,8 +61,9 @@ struct SlotRecord {
     // before it touches the total. Per device, not one per slot, because the
     // threads of one process may work on different devices at once.
     std::atomic<uint64_t> op[kMaxGroupDevices];
-    // Per device: this process's charge in bytes, bit 63 = an operation on
-    // that device is in flight (op[d] describes it).
+    // Per device: this process's charge in bytes; bit 63 = an operation on
+    // that device is in flight (op[d] describes it); bit 62 = the charge
+    // already includes that operation.
     std::atomic<uint64_t> charged[kMaxGroupDevices];
     uint64_t reserved[4];
 };
@@ -90,8 +91,9 @@ enum class Step : uint8_t {
     FlagSet = 1, // the slot's in-flight flag for the device is set
     OpWritten,   // op[d] describes the operation
     TotalTagged, // the device total includes it and carries the slot's tag
-    SlotUpdated, // the slot's charge includes it, flag cleared
-    Untagged,    // the tag is gone: the operation is complete
+    SlotUpdated, // the slot's charge includes it (marked applied, flag kept)
+    Untagged,    // the tag is gone
+    FlagCleared, // the flag is cleared: the operation is complete
     Refused,     // over the cap: the flag is cleared, nothing changed
 };
 // `slot` is the slot the step was taken for: the caller's own, or, while
