@@ -29,7 +29,7 @@
 namespace gpuinit::limit {
 
 inline constexpr uint32_t kStateMagic = 0x4d4c5047; // "GPLM"
-inline constexpr uint32_t kStateVersion = 2;
+inline constexpr uint32_t kStateVersion = 3;
 inline constexpr int kMaxGroupDevices = 16;
 inline constexpr int kMaxSlots = 1024;
 
@@ -65,7 +65,31 @@ struct SlotRecord {
     // that device is in flight (op[d] describes it); bit 62 = the charge
     // already includes that operation.
     std::atomic<uint64_t> charged[kMaxGroupDevices];
-    uint64_t reserved[4];
+    // The owner's pid as the host sees it, written by the host daemon from
+    // SO_PEERCRED when the process registers with it (0: not known).
+    std::atomic<int32_t> host_pid;
+    uint32_t reserved0;
+    uint64_t reserved[3];
+};
+
+// The compute share of one device for the group (GPU_UTIL_PER_DEVICE),
+// index for index with the device table. See compute.hpp.
+struct ComputeRecord {
+    std::atomic<uint32_t> gate;          // futex word: 0 open, 1 closed
+    std::atomic<uint32_t> cap_percent;   // 0: no compute cap; set with the device record
+    std::atomic<uint32_t> waiters;       // launches sleeping on the gate
+    std::atomic<uint32_t> driver;        // who drives the gate: 0 none, 1 in-process, 2 daemon
+    std::atomic<uint64_t> heartbeat_ns;  // CLOCK_MONOTONIC of the driver's last step
+    std::atomic<int64_t> tokens_ns;      // the controller's balance (status)
+    std::atomic<uint64_t> busy_ns;       // cumulative measured busy time of the group
+    std::atomic<uint64_t> share_ppm;     // measured share over the last window (status)
+    std::atomic<uint64_t> closed_ns;     // cumulative time the gate was closed (status)
+    std::atomic<uint64_t> launches_held; // launches that waited at the gate (status)
+    // Memory the host daemon measured for the group's processes beyond what
+    // the interposer counted (contexts, modules, bypassing processes); the
+    // daemon charges it to the group through a slot of its own.
+    std::atomic<uint64_t> external_bytes;
+    uint64_t reserved[7];
 };
 
 struct StateHeader {
@@ -76,6 +100,7 @@ struct StateHeader {
     uint64_t lock_base;        // file offset of slot i's lock byte: lock_base + i
     uint64_t reserved[5];
     DeviceRecord devices[kMaxGroupDevices];
+    ComputeRecord compute[kMaxGroupDevices];
 };
 
 struct StateFile {
