@@ -1,0 +1,109 @@
+// gpu-limit for containers (tool side, not freestanding: never linked into
+// libgpulimit.so): what `gpu-limit oci-hook` and `gpu-limit runtime` do to
+// an OCI runtime spec (config.json), and how they read the runtime's
+// command line and state. Pure functions over text and JSON trees; the
+// host's files are oci_host.hpp's.
+//
+// Only a spec whose process.env has AMP_VGPU_ENABLE=1 is edited (eGPU's
+// master switch). The edit adds, after every mount of the spec so that none
+// of the image's or the user's can cover them:
+//   - <library> read-only at /usr/lib/gpuinit/libgpulimit.so;
+//   - <state root>/ld.so.preload (a host file naming that path) read-only at
+//     /etc/ld.so.preload: the dynamic loader reads it in every process and,
+//     unlike LD_PRELOAD, the container's user cannot unset it (musl images
+//     ignore both: the limit needs glibc in the image);
+//   - <state root>/<group> read-write at the same path: the group's state;
+//   - <state root>/daemon.sock at the same path, when the daemon runs;
+// and sets GPU_LIMIT_STATE_DIR=<state root> and GPU_LIMIT_GROUP=<group>,
+// replacing any value the spec had (the group is the container: a name of
+// the user's choosing would point at a directory nobody mounted), and the
+// annotation org.gpuinit.gpu-limit.group. Editing an edited spec changes
+// nothing.
+#pragma once
+
+#include "gpuinit/base/result.hpp"
+#include "gpuinit/limit/json_value.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+namespace gpuinit::limit::oci {
+
+inline constexpr const char* kStateRoot = "/run/gpu-limit";
+inline constexpr const char* kContainerLibrary = "/usr/lib/gpuinit/libgpulimit.so";
+inline constexpr const char* kPreloadTarget = "/etc/ld.so.preload";
+inline constexpr const char* kPreloadFile = "ld.so.preload"; // in the state root
+inline constexpr const char* kDaemonSocket = "daemon.sock";  // in the state root
+inline constexpr const char* kGroupAnnotation = "org.gpuinit.gpu-limit.group";
+
+// Parses a config.json: strict JSON (json_value.hpp), an object, and the
+// members the edit reads or writes of the right types when present
+// (process.env strings, mounts objects, annotations strings, process.user
+// and linux id mappings numbers).
+Result<JsonValue> parse_spec(std::string_view text);
+
+// process.env holds the entry AMP_VGPU_ENABLE=1, exactly.
+bool limit_requested(const JsonValue& spec);
+
+struct EditOptions {
+    std::string library;                 // host path of libgpulimit.so
+    std::string state_root = kStateRoot; // host path, the same in the container
+    std::string group;                   // valid_group_name
+    bool daemon_socket = false;          // <state root>/daemon.sock exists
+};
+
+// Applies the edit to a parsed spec; returns whether anything changed.
+bool edit_spec(JsonValue& spec, const EditOptions& options);
+
+// [A-Za-z0-9._-]{1,64}, not "." or "..": the names GroupState accepts, and
+// a single path component.
+bool valid_group_name(std::string_view name);
+
+// The container's id as a precreate hook can learn it (podman does not hand
+// hooks the id): the 64-hex id that podman and CRI-O end linux.cgroupsPath
+// with ("/libpod_parent/libpod-<id>", "machine.slice:libpod:<id>",
+// "...:crio:<id>", "crio-<id>.scope"), else CRI-O's annotation
+// io.kubernetes.cri-o.ContainerID, else a name this hook made up before
+// (our annotation, only with the "oci-" prefix of random_group_name, so that
+// an annotation the user wrote cannot name another container's group).
+std::optional<std::string> group_from_spec(const JsonValue& spec);
+inline constexpr const char* kRandomGroupPrefix = "oci-";
+
+struct HostOwner {
+    uid_t uid = 0;
+    gid_t gid = 0;
+};
+// Who owns the group's directory on the host: the spec's process.user uid
+// and gid mapped through linux.uidMappings/gidMappings (a user namespace),
+// so that the container's processes may open it and nobody else. An id no
+// mapping covers is an error.
+Result<HostOwner> state_owner(const JsonValue& spec);
+
+// An OCI runtime's command line as docker (containerd's runc shim, after
+// daemon.json's runtimeArgs) or podman give it to `gpu-limit runtime`:
+//   [our options] [global options] COMMAND [command options] [ID] ...
+struct RuntimeCall {
+    // Ours, only before everything else.
+    std::optional<std::string> runtime_path; // --runtime-path PATH
+    std::optional<std::string> library;      // --library PATH
+    std::optional<std::string> state_root;   // --state-root DIR
+    bool help = false;                       // --help or -h as the only word
+    // The real runtime's arguments, unchanged.
+    std::vector<std::string> forward;
+    std::string command;               // "create", "delete", ...; "" when none
+    std::optional<std::string> bundle; // create/run: --bundle/-b (else the cwd)
+    std::optional<std::string> config; // create/run: crun's --config/-f
+    std::string id;                    // the first word after the command's options
+};
+Result<RuntimeCall> parse_runtime_args(const std::vector<std::string>& args);
+
+// The group a poststop hook cleans up, from the OCI state on its stdin: a
+// name the precreate hook made up (our annotation with the "oci-" prefix,
+// when the state carries the spec's annotations: runc and crun do, podman
+// hands hooks its own), else the container's id.
+Result<std::string> group_from_state(std::string_view text);
+
+} // namespace gpuinit::limit::oci

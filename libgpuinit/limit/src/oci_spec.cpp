@@ -1,0 +1,497 @@
+// Tool side (see oci_spec.hpp): uses the standard library, so it must never
+// be reached from libgpulimit.so (tests/limiter/abi checks).
+#include "gpuinit/limit/oci_spec.hpp"
+
+#include "gpuinit/base/text.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace gpuinit::limit::oci {
+
+namespace {
+
+constexpr const char* kSwitch = "AMP_VGPU_ENABLE=1";
+
+bool all_strings(const JsonValue& array) {
+    return std::all_of(array.items().begin(), array.items().end(),
+                       [](const JsonValue& item) { return item.is_string(); });
+}
+
+// A JSON number that is a non-negative integer below 2^32, as the spec's
+// uid, gid and mapping fields are.
+std::optional<uint32_t> as_u32(const JsonValue* value) {
+    if (value == nullptr || value->kind() != JsonValue::Kind::Number) {
+        return std::nullopt;
+    }
+    const std::string& text = value->text();
+    if (text.empty() || text.size() > 10 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return std::nullopt;
+    }
+    uint64_t number = 0;
+    for (char c : text) {
+        number = number * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (number > UINT32_MAX) {
+        return std::nullopt;
+    }
+    return static_cast<uint32_t>(number);
+}
+
+Status check_mappings(const JsonValue* mappings, const char* name) {
+    if (mappings == nullptr || mappings->kind() == JsonValue::Kind::Null) {
+        return {};
+    }
+    if (!mappings->is_array()) {
+        return error(std::string("the spec's linux.") + name + " is not an array");
+    }
+    for (const JsonValue& entry : mappings->items()) {
+        if (!entry.is_object() || !as_u32(entry.find("containerID")) ||
+            !as_u32(entry.find("hostID")) || !as_u32(entry.find("size"))) {
+            return error(std::string("an entry of the spec's linux.") + name +
+                         " is not {containerID, hostID, size} numbers");
+        }
+    }
+    return {};
+}
+
+// Maps `id` through an id mapping array (absent: the identity).
+std::optional<uint32_t> map_id(const JsonValue* mappings, uint32_t id) {
+    if (mappings == nullptr || !mappings->is_array() || mappings->items().empty()) {
+        return id;
+    }
+    for (const JsonValue& entry : mappings->items()) {
+        uint64_t inside = *as_u32(entry.find("containerID"));
+        uint64_t outside = *as_u32(entry.find("hostID"));
+        uint64_t size = *as_u32(entry.find("size"));
+        if (id >= inside && id - inside < size && outside + (id - inside) <= UINT32_MAX) {
+            return static_cast<uint32_t>(outside + (id - inside));
+        }
+    }
+    return std::nullopt;
+}
+
+bool is_hex_id(std::string_view text) {
+    return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           });
+}
+
+const std::string* string_member(const JsonValue& object, std::string_view key) {
+    const JsonValue* value = object.is_object() ? object.find(key) : nullptr;
+    return value != nullptr && value->is_string() ? &value->text() : nullptr;
+}
+
+JsonValue make_mount(const std::string& destination, const std::string& source,
+                     std::initializer_list<const char*> options) {
+    JsonValue mount = JsonValue::make_object();
+    mount.member("destination") = JsonValue::make_string(destination);
+    mount.member("type") = JsonValue::make_string("bind");
+    mount.member("source") = JsonValue::make_string(source);
+    JsonValue& list = mount.member("options");
+    list = JsonValue::make_array();
+    for (const char* option : options) {
+        list.items().push_back(JsonValue::make_string(option));
+    }
+    return mount;
+}
+
+// Adds the bind mount unless the spec's last mount at `destination` is
+// already this one (a later mount at the same place would cover ours).
+bool ensure_mount(JsonValue& mounts, const std::string& destination, const std::string& source,
+                  std::initializer_list<const char*> options) {
+    const JsonValue* last = nullptr;
+    for (const JsonValue& mount : mounts.items()) {
+        const std::string* at = string_member(mount, "destination");
+        if (at != nullptr && *at == destination) {
+            last = &mount;
+        }
+    }
+    if (last != nullptr) {
+        const std::string* from = string_member(*last, "source");
+        const std::string* type = string_member(*last, "type");
+        if (from != nullptr && *from == source && type != nullptr && *type == "bind") {
+            return false;
+        }
+    }
+    mounts.items().push_back(make_mount(destination, source, options));
+    return true;
+}
+
+// NAME=value as the only entry of NAME (glibc's getenv takes the first).
+bool ensure_env(JsonValue& env, const std::string& name, const std::string& value) {
+    std::string wanted = name + "=" + value;
+    std::string prefix = name + "=";
+    auto& items = env.items();
+    bool changed = false;
+    bool seen = false;
+    for (auto it = items.begin(); it != items.end();) {
+        if (it->text().compare(0, prefix.size(), prefix) != 0) {
+            ++it;
+            continue;
+        }
+        if (seen) {
+            it = items.erase(it);
+            changed = true;
+            continue;
+        }
+        seen = true;
+        if (it->text() != wanted) {
+            *it = JsonValue::make_string(wanted);
+            changed = true;
+        }
+        ++it;
+    }
+    if (!seen) {
+        items.push_back(JsonValue::make_string(wanted));
+        changed = true;
+    }
+    return changed;
+}
+
+} // namespace
+
+Result<JsonValue> parse_spec(std::string_view text) {
+    auto parsed = parse_json(text);
+    if (!parsed) {
+        return error("the OCI spec is not valid: " + parsed.error().message);
+    }
+    JsonValue& spec = *parsed;
+    if (!spec.is_object()) {
+        return error("the OCI spec is not a JSON object");
+    }
+    if (const JsonValue* process = spec.find("process"); process != nullptr) {
+        if (!process->is_object()) {
+            return error("the spec's process is not an object");
+        }
+        if (const JsonValue* env = process->find("env");
+            env != nullptr && (!env->is_array() || !all_strings(*env))) {
+            return error("the spec's process.env is not an array of strings");
+        }
+        if (const JsonValue* user = process->find("user"); user != nullptr) {
+            if (!user->is_object()) {
+                return error("the spec's process.user is not an object");
+            }
+            for (const char* key : {"uid", "gid"}) {
+                if (user->find(key) != nullptr && !as_u32(user->find(key))) {
+                    return error(std::string("the spec's process.user.") + key +
+                                 " is not a 32-bit id");
+                }
+            }
+        }
+    }
+    if (const JsonValue* mounts = spec.find("mounts"); mounts != nullptr) {
+        if (!mounts->is_array() ||
+            !std::all_of(mounts->items().begin(), mounts->items().end(),
+                         [](const JsonValue& mount) { return mount.is_object(); })) {
+            return error("the spec's mounts is not an array of objects");
+        }
+    }
+    if (const JsonValue* annotations = spec.find("annotations"); annotations != nullptr) {
+        if (!annotations->is_object() ||
+            !std::all_of(annotations->members().begin(), annotations->members().end(),
+                         [](const JsonMember& entry) { return entry.value.is_string(); })) {
+            return error("the spec's annotations is not an object of strings");
+        }
+    }
+    if (const JsonValue* linux_section = spec.find("linux"); linux_section != nullptr) {
+        if (!linux_section->is_object()) {
+            return error("the spec's linux is not an object");
+        }
+        for (const char* name : {"uidMappings", "gidMappings"}) {
+            if (auto checked = check_mappings(linux_section->find(name), name); !checked) {
+                return checked.error();
+            }
+        }
+    }
+    return std::move(parsed).value();
+}
+
+bool limit_requested(const JsonValue& spec) {
+    const JsonValue* process = spec.find("process");
+    const JsonValue* env = process != nullptr ? process->find("env") : nullptr;
+    if (env == nullptr || !env->is_array()) {
+        return false;
+    }
+    return std::any_of(env->items().begin(), env->items().end(), [](const JsonValue& item) {
+        return item.is_string() && item.text() == kSwitch;
+    });
+}
+
+bool edit_spec(JsonValue& spec, const EditOptions& options) {
+    bool changed = false;
+    JsonValue& mounts = spec.member("mounts");
+    if (!mounts.is_array()) {
+        mounts = JsonValue::make_array();
+        changed = true;
+    }
+    const std::string group_dir = options.state_root + "/" + options.group;
+    changed |=
+        ensure_mount(mounts, kContainerLibrary, options.library, {"bind", "ro", "nosuid", "nodev"});
+    changed |= ensure_mount(mounts, kPreloadTarget, options.state_root + "/" + kPreloadFile,
+                            {"bind", "ro", "nosuid", "nodev", "noexec"});
+    changed |=
+        ensure_mount(mounts, group_dir, group_dir, {"bind", "rw", "nosuid", "nodev", "noexec"});
+    if (options.daemon_socket) {
+        const std::string socket = options.state_root + "/" + kDaemonSocket;
+        changed |=
+            ensure_mount(mounts, socket, socket, {"bind", "rw", "nosuid", "nodev", "noexec"});
+    }
+
+    JsonValue& process = spec.member("process");
+    if (!process.is_object()) {
+        process = JsonValue::make_object();
+        changed = true;
+    }
+    JsonValue& env = process.member("env");
+    if (!env.is_array()) {
+        env = JsonValue::make_array();
+        changed = true;
+    }
+    changed |= ensure_env(env, "GPU_LIMIT_STATE_DIR", options.state_root);
+    changed |= ensure_env(env, "GPU_LIMIT_GROUP", options.group);
+
+    JsonValue& annotations = spec.member("annotations");
+    if (!annotations.is_object()) {
+        annotations = JsonValue::make_object();
+        changed = true;
+    }
+    JsonValue& mark = annotations.member(kGroupAnnotation);
+    if (!mark.is_string() || mark.text() != options.group) {
+        mark = JsonValue::make_string(options.group);
+        changed = true;
+    }
+    return changed;
+}
+
+bool valid_group_name(std::string_view name) {
+    if (name.empty() || name.size() > 64 || name == "." || name == "..") {
+        return false;
+    }
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               c == '.' || c == '_' || c == '-';
+    });
+}
+
+std::optional<std::string> group_from_spec(const JsonValue& spec) {
+    if (const JsonValue* linux_section = spec.find("linux"); linux_section != nullptr) {
+        if (const std::string* path = string_member(*linux_section, "cgroupsPath")) {
+            std::string_view last = *path;
+            if (size_t cut = last.find_last_of("/:"); cut != std::string_view::npos) {
+                last.remove_prefix(cut + 1);
+            }
+            for (std::string_view prefix : {"libpod-", "crio-", "docker-"}) {
+                if (last.substr(0, prefix.size()) == prefix) {
+                    last.remove_prefix(prefix.size());
+                    break;
+                }
+            }
+            if (last.size() > 6 && last.substr(last.size() - 6) == ".scope") {
+                last.remove_suffix(6);
+            }
+            if (is_hex_id(last)) {
+                return std::string(last);
+            }
+        }
+    }
+    const JsonValue* annotations = spec.find("annotations");
+    if (annotations == nullptr) {
+        return std::nullopt;
+    }
+    if (const std::string* crio = string_member(*annotations, "io.kubernetes.cri-o.ContainerID");
+        crio != nullptr && is_hex_id(*crio)) {
+        return *crio;
+    }
+    if (const std::string* ours = string_member(*annotations, kGroupAnnotation);
+        ours != nullptr && ours->rfind(kRandomGroupPrefix, 0) == 0 && valid_group_name(*ours)) {
+        return *ours;
+    }
+    return std::nullopt;
+}
+
+Result<HostOwner> state_owner(const JsonValue& spec) {
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    if (const JsonValue* process = spec.find("process"); process != nullptr) {
+        if (const JsonValue* user = process->find("user"); user != nullptr && user->is_object()) {
+            uid = as_u32(user->find("uid")).value_or(0);
+            gid = as_u32(user->find("gid")).value_or(0);
+        }
+    }
+    const JsonValue* linux_section = spec.find("linux");
+    const JsonValue* uid_map =
+        linux_section != nullptr ? linux_section->find("uidMappings") : nullptr;
+    const JsonValue* gid_map =
+        linux_section != nullptr ? linux_section->find("gidMappings") : nullptr;
+    auto host_uid = map_id(uid_map, uid);
+    auto host_gid = map_id(gid_map, gid);
+    if (!host_uid || !host_gid) {
+        return error(format("the container's user %u:%u is outside the spec's uidMappings or "
+                            "gidMappings: no host owner for its state directory",
+                            uid, gid));
+    }
+    return HostOwner{*host_uid, *host_gid};
+}
+
+namespace {
+
+// The options of runc's and crun's command lines that take a value (every
+// other option is a flag); "=VALUE" forms are one word.
+bool global_takes_value(std::string_view option) {
+    for (std::string_view name :
+         {"root", "log", "log-format", "criu", "rootless", "cgroup-manager", "log-level"}) {
+        if (option == std::string("--") + std::string(name) ||
+            option == std::string("-") + std::string(name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool command_takes_value(std::string_view command, std::string_view option) {
+    if (command == "create" || command == "run") {
+        for (std::string_view name :
+             {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds", "--config",
+              "-f", "-bundle", "-console-socket", "-pid-file", "-preserve-fds"}) {
+            if (option == name) {
+                return true;
+            }
+        }
+    }
+    if (command == "exec") {
+        for (std::string_view name :
+             {"--console-socket", "--cwd", "--env", "-e", "--process", "-p", "--pid-file", "--user",
+              "-u", "--additional-gids", "-g", "--apparmor", "--process-label", "--cap", "-c",
+              "--preserve-fds", "--cgroup"}) {
+            if (option == name) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+Result<RuntimeCall> parse_runtime_args(const std::vector<std::string>& args) {
+    RuntimeCall call;
+    size_t at = 0;
+    if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+        call.help = true;
+        return call;
+    }
+    // Ours first: daemon.json's runtimeArgs come before the shim's words.
+    while (at < args.size()) {
+        std::string_view word = args[at];
+        std::optional<std::string>* target = nullptr;
+        std::string_view name;
+        for (auto [option, slot] :
+             {std::pair{std::string_view("--runtime-path"), &call.runtime_path},
+              std::pair{std::string_view("--library"), &call.library},
+              std::pair{std::string_view("--state-root"), &call.state_root}}) {
+            if (word == option || word.substr(0, option.size() + 1) == std::string(option) + "=") {
+                target = slot;
+                name = option;
+            }
+        }
+        if (target == nullptr) {
+            break;
+        }
+        if (word.size() > name.size()) {
+            *target = std::string(word.substr(name.size() + 1));
+            ++at;
+        } else if (at + 1 < args.size()) {
+            *target = args[at + 1];
+            at += 2;
+        } else {
+            return error(std::string(name) + " needs a value");
+        }
+        if ((*target)->empty()) {
+            return error(std::string(name) + " needs a value");
+        }
+    }
+    call.forward.assign(args.begin() + static_cast<std::ptrdiff_t>(at), args.end());
+
+    size_t i = 0;
+    const auto& words = call.forward;
+    for (; i < words.size(); ++i) {
+        const std::string& word = words[i];
+        if (word == "--") {
+            ++i;
+            break;
+        }
+        if (word.empty() || word[0] != '-') {
+            break;
+        }
+        if (word.find('=') == std::string::npos && global_takes_value(word)) {
+            ++i;
+        }
+    }
+    if (i >= words.size()) {
+        return call; // no command: --version, --help of the runtime's own
+    }
+    call.command = words[i++];
+    bool options_end = false;
+    for (; i < words.size(); ++i) {
+        const std::string& word = words[i];
+        if (!options_end && word == "--") {
+            options_end = true;
+            continue;
+        }
+        if (options_end || word.empty() || word[0] != '-') {
+            call.id = word;
+            break;
+        }
+        std::string option = word;
+        std::optional<std::string> value;
+        if (size_t equals = word.find('='); equals != std::string::npos) {
+            option = word.substr(0, equals);
+            value = word.substr(equals + 1);
+        } else if (command_takes_value(call.command, word)) {
+            if (i + 1 >= words.size()) {
+                return error(quote(call.command) + "'s option " + quote(word) + " needs a value");
+            }
+            value = words[++i];
+        }
+        if (call.command == "create" || call.command == "run") {
+            if (option == "--bundle" || option == "-b" || option == "-bundle") {
+                call.bundle = value;
+            } else if (option == "--config" || option == "-f") {
+                call.config = value;
+            }
+        }
+    }
+    return call;
+}
+
+Result<std::string> group_from_state(std::string_view text) {
+    auto parsed = parse_json(text);
+    if (!parsed) {
+        return error("the OCI state is not valid: " + parsed.error().message);
+    }
+    if (!parsed->is_object()) {
+        return error("the OCI state is not a JSON object");
+    }
+    if (const JsonValue* annotations = parsed->find("annotations");
+        annotations != nullptr && annotations->is_object()) {
+        // Only a name the hook made up: the annotations are the user's to
+        // write, and must not name another container's directory.
+        if (const std::string* ours = string_member(*annotations, kGroupAnnotation);
+            ours != nullptr && ours->rfind(kRandomGroupPrefix, 0) == 0 && valid_group_name(*ours)) {
+            return *ours;
+        }
+    }
+    const std::string* id = string_member(*parsed, "id");
+    if (id == nullptr) {
+        return error("the OCI state has no id");
+    }
+    if (!valid_group_name(*id)) {
+        return error("the container id " + quote(*id) +
+                     " is not a group name ([A-Za-z0-9._-], 1 to 64 characters)");
+    }
+    return *id;
+}
+
+} // namespace gpuinit::limit::oci
