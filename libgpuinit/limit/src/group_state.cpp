@@ -92,7 +92,11 @@ static_assert(kMaxSlots + 1 < (1 << (64 - kTagShift)), "the tag holds slot + 1")
 // initializes.
 constexpr off_t kInitLockOffset = off_t{1} << 40;
 constexpr off_t kDeviceLockOffset = kInitLockOffset + 1;
+// The compute driver's election: one byte per device, one for the daemon.
+constexpr off_t kControllerLockOffset = kInitLockOffset + 2; // + device index
+constexpr off_t kDaemonLockOffset = kControllerLockOffset + kMaxGroupDevices;
 constexpr uint64_t kLockBase = uint64_t{kInitLockOffset} + 4096;
+static_assert(kDaemonLockOffset < off_t(kLockBase), "the election bytes precede the slots'");
 
 constexpr uint32_t kSlotNeverUsed = 0;
 constexpr uint32_t kSlotLive = 1;
@@ -791,6 +795,9 @@ bool GroupState::register_process(Problem& problem) {
     }
     SlotRecord& slot = file_->slots[claimed];
     slot.pid.store(pid, std::memory_order_relaxed);
+    // A previous owner's host pid is not ours (the daemon writes ours when
+    // this process registers with it).
+    slot.host_pid.store(0, std::memory_order_relaxed);
     slot.started_ns.store(now_ns(CLOCK_REALTIME), std::memory_order_relaxed);
     read_comm(slot.comm);
     slot.state.store(kSlotLive, std::memory_order_release);
@@ -801,6 +808,11 @@ bool GroupState::register_process(Problem& problem) {
 
 int GroupState::attach_device(const char* uuid, uint64_t cap, uint64_t physical_total,
                               Problem& problem) {
+    return attach_device(uuid, cap, physical_total, 0, problem);
+}
+
+int GroupState::attach_device(const char* uuid, uint64_t cap, uint64_t physical_total,
+                              uint32_t compute_percent, Problem& problem) {
     if (file_ == nullptr || !writable_) {
         fail(problem, EBADF, "group state not open for writing");
         return -1;
@@ -837,6 +849,21 @@ int GroupState::attach_device(const char* uuid, uint64_t cap, uint64_t physical_
             record.total_word.store(0, std::memory_order_relaxed);
             record.peak.store(0, std::memory_order_relaxed);
             record.refusals.store(0, std::memory_order_relaxed);
+            // The compute record is part of the device record: complete
+            // before the device is ready, fixed after. The gate starts open
+            // with no driver (a launch never waits for one to appear).
+            ComputeRecord& compute = file_->header.compute[i];
+            compute.gate.store(0, std::memory_order_relaxed);
+            compute.cap_percent.store(compute_percent, std::memory_order_relaxed);
+            compute.waiters.store(0, std::memory_order_relaxed);
+            compute.driver.store(0, std::memory_order_relaxed);
+            compute.heartbeat_ns.store(0, std::memory_order_relaxed);
+            compute.tokens_ns.store(0, std::memory_order_relaxed);
+            compute.busy_ns.store(0, std::memory_order_relaxed);
+            compute.share_ppm.store(0, std::memory_order_relaxed);
+            compute.closed_ns.store(0, std::memory_order_relaxed);
+            compute.launches_held.store(0, std::memory_order_relaxed);
+            compute.external_bytes.store(0, std::memory_order_relaxed);
             record.state.store(kRecordReady, std::memory_order_release);
             found = i;
             break;
@@ -858,6 +885,17 @@ int GroupState::attach_device(const char* uuid, uint64_t cap, uint64_t physical_
                      "variables or another GPU_LIMIT_GROUP",
                      record.uuid, static_cast<unsigned long long>(recorded), group,
                      static_cast<unsigned long long>(cap));
+                return -1;
+            }
+            uint32_t recorded_percent =
+                file_->header.compute[i].cap_percent.load(std::memory_order_relaxed);
+            if (recorded_percent != compute_percent) {
+                unlock_byte(fd_, kDeviceLockOffset);
+                fail(problem, EINVAL,
+                     "device %s already has a compute cap of %u%% in group state %s, this process "
+                     "asks for %u%% (0: none); one compute cap per device and group: use the "
+                     "same GPU_UTIL_PER_DEVICE or another GPU_LIMIT_GROUP",
+                     record.uuid, unsigned(recorded_percent), path_, unsigned(compute_percent));
                 return -1;
             }
             found = i;
@@ -977,6 +1015,69 @@ void GroupState::close() {
     slot_ = -1;
     owner_pid_ = 0;
     writable_ = false;
+}
+
+ComputeRecord* GroupState::compute(int device) {
+    if (file_ == nullptr || device < 0 || device >= kMaxGroupDevices ||
+        file_->header.devices[device].state.load(std::memory_order_acquire) != kRecordReady) {
+        return nullptr;
+    }
+    return &file_->header.compute[device];
+}
+
+const ComputeRecord* GroupState::compute(int device) const {
+    return const_cast<GroupState*>(this)->compute(device);
+}
+
+bool GroupState::any_compute_cap() const {
+    for (int device = 0; device < kMaxGroupDevices; ++device) {
+        const ComputeRecord* record = compute(device);
+        if (record == nullptr) {
+            return false; // records fill in order
+        }
+        if (record->cap_percent.load(std::memory_order_relaxed) != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool GroupState::try_controller_lock(int device) {
+    return file_ != nullptr && writable_ && device >= 0 && device < kMaxGroupDevices &&
+           try_lock_byte(fd_, kControllerLockOffset + device);
+}
+
+void GroupState::release_controller_lock(int device) {
+    if (file_ != nullptr && device >= 0 && device < kMaxGroupDevices) {
+        unlock_byte(fd_, kControllerLockOffset + device);
+    }
+}
+
+bool GroupState::try_daemon_lock() {
+    return file_ != nullptr && writable_ && try_lock_byte(fd_, kDaemonLockOffset);
+}
+
+void GroupState::release_daemon_lock() {
+    if (file_ != nullptr) {
+        unlock_byte(fd_, kDaemonLockOffset);
+    }
+}
+
+bool GroupState::daemon_lock_held() const {
+    return file_ != nullptr && byte_held(fd_, kDaemonLockOffset);
+}
+
+bool GroupState::slot_pids(int slot, int32_t& pid, int32_t& host_pid) const {
+    if (file_ == nullptr || slot < 0 || slot >= kMaxSlots) {
+        return false;
+    }
+    const SlotRecord& record = file_->slots[slot];
+    if (record.state.load(std::memory_order_acquire) != kSlotLive) {
+        return false;
+    }
+    pid = record.pid.load(std::memory_order_relaxed);
+    host_pid = record.host_pid.load(std::memory_order_relaxed);
+    return true;
 }
 
 int GroupState::device_count() const {

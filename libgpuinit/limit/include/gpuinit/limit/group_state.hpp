@@ -167,6 +167,37 @@ class GroupState {
     // already recorded with another cap is an error (one cap per group);
     // returns the device index in the group, or -1 with `problem` set.
     int attach_device(const char* uuid, uint64_t cap, uint64_t physical_total, Problem& problem);
+    // The same with a compute cap in percent (GPU_UTIL_PER_DEVICE, 0 for
+    // none), recorded with the device and checked the same way: one compute
+    // cap per device and group. The overload above asks for none.
+    int attach_device(const char* uuid, uint64_t cap, uint64_t physical_total,
+                      uint32_t compute_percent, Problem& problem);
+
+    // The device's compute record (compute.hpp); nullptr for an unknown
+    // device. Writable only through a handle opened for writing.
+    ComputeRecord* compute(int device);
+    const ComputeRecord* compute(int device) const;
+    // Whether any recorded device of the group has a compute cap.
+    bool any_compute_cap() const;
+
+    // The compute driver's election (compute.hpp): an OFD lock on one byte
+    // per device (the in-process drivers of the group's processes try it
+    // every period; the holder drives that device's gate), and one byte the
+    // host daemon holds while it drives the group. The kernel lets go of
+    // them when the holder dies. Locks of one open description do not
+    // exclude each other: one thread per process may use them.
+    bool try_controller_lock(int device);
+    void release_controller_lock(int device);
+    bool try_daemon_lock();
+    void release_daemon_lock();
+    // Whether another open description (the daemon) holds the daemon byte.
+    bool daemon_lock_held() const;
+
+    // Slot i's pids, for a driver that maps measurements to the group's
+    // processes: false when the slot is not live-marked (no probe of its
+    // lock: cheap enough to call every period). host_pid is 0 until the
+    // daemon learned it.
+    bool slot_pids(int slot, int32_t& pid, int32_t& host_pid) const;
 
     // Admission: adds `bytes` to the device's group total if the total stays
     // at or under the cap, else OverCap (after one reclaim of dead slots).
