@@ -1,0 +1,710 @@
+// gpu-limit for containers: the strict JSON tree (json_value.cpp), the spec
+// edit and what it reads (oci_spec.cpp), the host's files under the state
+// root (oci_host.cpp), and `gpu-limit oci-hook` end to end on text: a config
+// without the switch comes out byte for byte, whatever its whitespace.
+#include "gpuinit/limit/json_value.hpp"
+#include "gpuinit/limit/oci_host.hpp"
+#include "gpuinit/limit/oci_spec.hpp"
+#include "temp_dir.hpp"
+
+#include <cstdio>
+#include <fcntl.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace gpuinit::limit::oci {
+
+using gpuinit::testing::TempDir;
+
+namespace {
+
+JsonValue parse_ok(std::string_view text) {
+    auto parsed = parse_json(text);
+    EXPECT_TRUE(parsed.ok()) << text << ": " << parsed.error().message;
+    return parsed.ok() ? std::move(parsed).value() : JsonValue::make_null();
+}
+
+JsonValue spec_ok(std::string_view text) {
+    auto parsed = parse_spec(text);
+    EXPECT_TRUE(parsed.ok()) << text << ": " << parsed.error().message;
+    return parsed.ok() ? std::move(parsed).value() : JsonValue::make_object();
+}
+
+std::vector<std::string> env_of(const JsonValue& spec) {
+    std::vector<std::string> out;
+    for (const JsonValue& item : spec.find("process")->find("env")->items()) {
+        out.push_back(item.text());
+    }
+    return out;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+void write_file(const std::string& path, std::string_view text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+}
+
+// Runs argv with `input` on stdin; returns the exit status and stdout.
+std::pair<int, std::string> run_with_input(std::vector<std::string> argv, std::string_view input,
+                                           const TempDir& temp) {
+    write_file(temp / "stdin", input);
+    pid_t child = ::fork();
+    if (child == 0) {
+        int in = ::open((temp / "stdin").c_str(), O_RDONLY);
+        int out = ::open((temp / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(in, 0);
+        ::dup2(out, 1);
+        std::vector<char*> args;
+        for (std::string& word : argv) {
+            args.push_back(word.data());
+        }
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(temp / "stdout")};
+}
+
+constexpr const char* kMinimalSpec =
+    R"({"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"args":["sh"],)"
+    R"("env":["PATH=/bin","AMP_VGPU_ENABLE=1"]},"root":{"path":"rootfs"},)"
+    R"("mounts":[{"destination":"/proc","type":"proc","source":"proc"}]})";
+
+EditOptions options_for(const std::string& group, bool socket = false) {
+    EditOptions options;
+    options.library = "/usr/lib/x86_64-linux-gnu/gpuinit/libgpulimit.so";
+    options.group = group;
+    options.daemon_socket = socket;
+    return options;
+}
+
+} // namespace
+
+// --- JSON ---
+
+TEST(OciJson, SerializingWhatWasParsedKeepsOrderAndNumbers) {
+    const std::string text =
+        R"({"z":1,"a":[true,false,null,-0.5e+10,18446744073709551616,1E400],"m":{"y":"\u00e9\ud83d\ude00","b":"tab\tq\"bs\\"}})";
+    JsonValue value = parse_ok(text);
+    // Escapes come back in the writer's own spelling; everything else as read.
+    EXPECT_EQ(serialize_json(value),
+              "{\"z\":1,\"a\":[true,false,null,-0.5e+10,18446744073709551616,1E400],"
+              "\"m\":{\"y\":\"\xc3\xa9\xf0\x9f\x98\x80\",\"b\":\"tab\\tq\\\"bs\\\\\"}}");
+    ASSERT_EQ(value.members().size(), 3u);
+    EXPECT_EQ(value.members()[0].key, "z");
+    EXPECT_EQ(value.members()[2].key, "m");
+    EXPECT_EQ(serialize_json(parse_ok(serialize_json(value))), serialize_json(value));
+}
+
+TEST(OciJson, ControlCharactersAreEscapedOnOutput) {
+    JsonValue value = JsonValue::make_string(std::string("a\x01\x1f\n", 4));
+    EXPECT_EQ(serialize_json(value), "\"a\\u0001\\u001f\\n\"");
+}
+
+TEST(OciJson, RefusesWhatRfc8259Refuses) {
+    const std::vector<std::string> bad = {
+        "",
+        "{",
+        "{\"a\":1,}",
+        "[1,]",
+        "{\"a\":1}x",
+        "{'a':1}",
+        "[01]",
+        "[1.]",
+        "[.5]",
+        "[1e]",
+        "[-]",
+        "[NaN]",
+        "[Infinity]",
+        "[tru]",
+        "[\"a\nb\"]",  // a raw control character
+        "[\"\\x41\"]", // an unknown escape
+        "[\"\\u12\"]",
+        "\xef\xbb\xbf{}", // a byte order mark
+        "{\"a\" 1}",
+        "{1:2}",
+    };
+    for (const std::string& text : bad) {
+        EXPECT_FALSE(parse_json(text).ok()) << text;
+    }
+}
+
+TEST(OciJson, RefusesDuplicateKeysAtAnyDepth) {
+    EXPECT_FALSE(parse_json(R"({"a":1,"a":1})").ok());
+    EXPECT_FALSE(parse_json(R"({"x":[{"k":"v","k":"w"}]})").ok());
+    // Equal after unescaping is a duplicate too.
+    EXPECT_FALSE(parse_json(R"({"ab":1,"a\u0062":2})").ok());
+    EXPECT_TRUE(parse_json(R"({"a":{"a":1}})").ok());
+}
+
+TEST(OciJson, RefusesMalformedUtf8AndLoneSurrogates) {
+    const std::vector<std::string> bad = {
+        "[\"\xc0\x80\"]",         // overlong NUL
+        "[\"\xe0\x80\xaf\"]",     // overlong '/'
+        "[\"\xed\xa0\x80\"]",     // a surrogate, raw
+        "[\"\xf4\x90\x80\x80\"]", // above U+10FFFF
+        "[\"\xf5\x80\x80\x80\"]",
+        "[\"\x80\"]",     // a continuation byte alone
+        "[\"\xc3\"]",     // cut short
+        "[\"\xe2\x82\"]", // cut short
+        "[\"\\ud800\"]",  // lone high surrogate escape
+        "[\"\\udc00\"]",  // lone low surrogate escape
+        "[\"\\ud800\\u0041\"]",
+    };
+    for (const std::string& text : bad) {
+        EXPECT_FALSE(parse_json(text).ok()) << text;
+    }
+    EXPECT_TRUE(parse_json("[\"\xf4\x8f\xbf\xbf \xe2\x82\xac \xc3\xa9\"]").ok());
+}
+
+TEST(OciJson, LimitsDepthAndSize) {
+    JsonLimits limits;
+    limits.max_depth = 8;
+    std::string deep(8, '[');
+    deep += std::string(8, ']');
+    EXPECT_TRUE(parse_json(deep, limits).ok());
+    std::string deeper(9, '[');
+    deeper += std::string(9, ']');
+    EXPECT_FALSE(parse_json(deeper, limits).ok());
+    // The default limit stops a hostile nesting long before the stack does.
+    std::string hostile(1000000, '[');
+    EXPECT_FALSE(parse_json(hostile).ok());
+
+    limits.max_bytes = 16;
+    EXPECT_TRUE(parse_json(R"({"a":"01234567"})", limits).ok()); // 16 bytes
+    EXPECT_FALSE(parse_json(R"({"a":"012345678"})", limits).ok());
+}
+
+TEST(OciJson, ManyKeysAreNotQuadratic) {
+    std::string text = "{";
+    for (int i = 0; i < 200000; ++i) {
+        text += (i != 0 ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    }
+    text += "}";
+    auto parsed = parse_json(text);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(parsed->members().size(), 200000u);
+}
+
+// --- the spec ---
+
+TEST(OciSpec, TheSwitchIsExactlyAmpVgpuEnableEqualsOne) {
+    auto with = [](const std::string& entry) {
+        return spec_ok(R"({"process":{"env":["PATH=/bin",")" + entry + R"("]}})");
+    };
+    EXPECT_TRUE(limit_requested(with("AMP_VGPU_ENABLE=1")));
+    for (const char* other : {"AMP_VGPU_ENABLE=0", "AMP_VGPU_ENABLE=10", "AMP_VGPU_ENABLE=",
+                              "AMP_VGPU_ENABLE= 1", "AMP_VGPU_ENABLE=1 ", " AMP_VGPU_ENABLE=1",
+                              "amp_vgpu_enable=1", "XAMP_VGPU_ENABLE=1", "AMP_VGPU_ENABLE"}) {
+        EXPECT_FALSE(limit_requested(with(other))) << other;
+    }
+    EXPECT_FALSE(limit_requested(spec_ok(R"({"process":{}})")));
+    EXPECT_FALSE(limit_requested(spec_ok(R"({})")));
+}
+
+TEST(OciSpec, HostileSpecsAreRefused) {
+    const std::vector<std::string> bad = {
+        R"([])",
+        R"({"process":[]})",
+        R"({"process":{"env":"AMP_VGPU_ENABLE=1"}})",
+        R"({"process":{"env":["AMP_VGPU_ENABLE=1",1]}})",
+        R"({"process":{"user":{"uid":-1}}})",
+        R"({"process":{"user":{"uid":1.5}}})",
+        R"({"process":{"user":{"uid":1e3}}})",
+        R"({"process":{"user":{"uid":4294967296}}})",
+        R"({"process":{"user":{"gid":"0"}}})",
+        R"({"mounts":{}})",
+        R"({"mounts":["/x"]})",
+        R"({"annotations":{"a":1}})",
+        R"({"linux":{"uidMappings":[{"containerID":0,"hostID":1000}]}})",
+        R"({"linux":{"gidMappings":{}}})",
+        R"({"process":{"env":["AMP_VGPU_ENABLE=1"]},"process":{"env":[]}})",
+    };
+    for (const std::string& text : bad) {
+        EXPECT_FALSE(parse_spec(text).ok()) << text;
+    }
+}
+
+TEST(OciSpec, TheEditAddsMountsAfterTheSpecsAndSetsTheGroup) {
+    JsonValue spec = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(spec, options_for("c0ffee")));
+    const auto& mounts = spec.find("mounts")->items();
+    ASSERT_EQ(mounts.size(), 4u);
+    EXPECT_EQ(mounts[0].find("destination")->text(), "/proc"); // the spec's stay first
+    EXPECT_EQ(serialize_json(mounts[1]),
+              R"({"destination":"/usr/lib/gpuinit/libgpulimit.so","type":"bind",)"
+              R"("source":"/usr/lib/x86_64-linux-gnu/gpuinit/libgpulimit.so",)"
+              R"("options":["bind","ro","nosuid","nodev"]})");
+    EXPECT_EQ(serialize_json(mounts[2]), R"({"destination":"/etc/ld.so.preload","type":"bind",)"
+                                         R"("source":"/run/gpu-limit/ld.so.preload",)"
+                                         R"("options":["bind","ro","nosuid","nodev","noexec"]})");
+    EXPECT_EQ(serialize_json(mounts[3]), R"({"destination":"/run/gpu-limit/c0ffee","type":"bind",)"
+                                         R"("source":"/run/gpu-limit/c0ffee",)"
+                                         R"("options":["bind","rw","nosuid","nodev","noexec"]})");
+    EXPECT_EQ(env_of(spec), (std::vector<std::string>{"PATH=/bin", "AMP_VGPU_ENABLE=1",
+                                                      "GPU_LIMIT_STATE_DIR=/run/gpu-limit",
+                                                      "GPU_LIMIT_GROUP=c0ffee"}));
+    EXPECT_EQ(spec.find("annotations")->find(kGroupAnnotation)->text(), "c0ffee");
+    // Members the edit did not touch keep their order; new ones come last.
+    EXPECT_EQ(spec.members()[0].key, "ociVersion");
+    EXPECT_EQ(spec.members().back().key, "annotations");
+}
+
+TEST(OciSpec, TheDaemonSocketIsMountedOnlyWhenItRuns) {
+    JsonValue spec = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(spec, options_for("g", true)));
+    const auto& mounts = spec.find("mounts")->items();
+    ASSERT_EQ(mounts.size(), 5u);
+    EXPECT_EQ(mounts[4].find("destination")->text(), "/run/gpu-limit/daemon.sock");
+    EXPECT_EQ(mounts[4].find("source")->text(), "/run/gpu-limit/daemon.sock");
+}
+
+TEST(OciSpec, EditingTwiceAddsNothing) {
+    JsonValue spec = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(spec, options_for("g1", true)));
+    std::string once = serialize_json(spec);
+    JsonValue again = spec_ok(once);
+    EXPECT_FALSE(edit_spec(again, options_for("g1", true)));
+    EXPECT_EQ(serialize_json(again), once);
+}
+
+TEST(OciSpec, TheGroupAndStateDirAreOursNotTheUsers) {
+    JsonValue spec = spec_ok(R"({"process":{"env":["GPU_LIMIT_GROUP=mine","AMP_VGPU_ENABLE=1",)"
+                             R"("GPU_LIMIT_STATE_DIR=/tmp/x","GPU_LIMIT_GROUP=other"]}})");
+    ASSERT_TRUE(edit_spec(spec, options_for("ctr")));
+    // The first entry is the one getenv sees: replaced in place, the rest gone.
+    EXPECT_EQ(env_of(spec), (std::vector<std::string>{"GPU_LIMIT_GROUP=ctr", "AMP_VGPU_ENABLE=1",
+                                                      "GPU_LIMIT_STATE_DIR=/run/gpu-limit"}));
+}
+
+TEST(OciSpec, AMountThatCoversOursIsCoveredAgain) {
+    JsonValue spec = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(spec, options_for("g")));
+    JsonValue user = parse_ok(
+        R"({"destination":"/etc/ld.so.preload","type":"bind","source":"/tmp/empty","options":["bind"]})");
+    spec.find("mounts")->items().push_back(user);
+    EXPECT_TRUE(edit_spec(spec, options_for("g")));
+    const auto& mounts = spec.find("mounts")->items();
+    EXPECT_EQ(mounts.back().find("destination")->text(), "/etc/ld.so.preload");
+    EXPECT_EQ(mounts.back().find("source")->text(), "/run/gpu-limit/ld.so.preload");
+}
+
+TEST(OciSpec, TheStateOwnerIsTheProcessUserThroughTheMappings) {
+    auto owner = state_owner(spec_ok(R"({"process":{"user":{"uid":1000,"gid":100}}})"));
+    ASSERT_TRUE(owner.ok());
+    EXPECT_EQ(owner->uid, 1000u);
+    EXPECT_EQ(owner->gid, 100u);
+    owner = state_owner(spec_ok(R"({})"));
+    ASSERT_TRUE(owner.ok());
+    EXPECT_EQ(owner->uid, 0u);
+    const char* mapped = R"({"process":{"user":{"uid":0,"gid":5}},"linux":{)"
+                         R"("uidMappings":[{"containerID":0,"hostID":100000,"size":65536}],)"
+                         R"("gidMappings":[{"containerID":0,"hostID":200000,"size":10}]}})";
+    owner = state_owner(spec_ok(mapped));
+    ASSERT_TRUE(owner.ok());
+    EXPECT_EQ(owner->uid, 100000u);
+    EXPECT_EQ(owner->gid, 200005u);
+    EXPECT_FALSE(
+        state_owner(spec_ok(R"({"process":{"user":{"uid":70000}},"linux":{)"
+                            R"("uidMappings":[{"containerID":0,"hostID":100000,"size":65536}]}})"))
+            .ok());
+}
+
+TEST(OciSpec, TheGroupOfAPrecreateHookComesFromTheCgroupPath) {
+    const std::string id(64, 'a');
+    const std::string id2 = std::string(63, '0') + "f";
+    auto group = [](const std::string& body) { return group_from_spec(spec_ok(body)); };
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-)" + id + R"("}})"), id);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"machine.slice:libpod:)" + id + R"("}})"), id);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"kubepods.slice:crio:)" + id2 + R"("}})"), id2);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/kubepods/crio-)" + id + R"(.scope"}})"), id);
+    // CRI-O's annotation when the path says nothing.
+    EXPECT_EQ(group(R"({"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
+              id2);
+    // The path wins over annotations, which the user writes.
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-)" + id +
+                    R"("},"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
+              id);
+    // Our own annotation only for a name the hook made up.
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":"oci-0123abcd"}})"),
+              "oci-0123abcd");
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":")" + id + R"("}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-ABC"}})"), std::nullopt);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/user.slice/)" + id + R"(x"}})"), std::nullopt);
+    EXPECT_EQ(group(R"({})"), std::nullopt);
+}
+
+TEST(OciSpec, RandomGroupsAreValidAndDiffer) {
+    auto a = random_group_name();
+    auto b = random_group_name();
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(b.ok());
+    EXPECT_TRUE(valid_group_name(*a));
+    EXPECT_EQ(a->rfind("oci-", 0), 0u);
+    EXPECT_EQ(a->size(), 36u);
+    EXPECT_NE(*a, *b);
+}
+
+TEST(OciSpec, ThePoststopGroupIsTheIdOrAMadeUpName) {
+    const std::string id(64, 'b');
+    EXPECT_EQ(group_from_state(R"({"ociVersion":"1.0.2","id":")" + id + R"(","status":"stopped"})")
+                  .value_or(""),
+              id);
+    EXPECT_EQ(group_from_state(R"({"id":")" + id +
+                               R"(","annotations":{"org.gpuinit.gpu-limit.group":"oci-12"}})")
+                  .value_or(""),
+              "oci-12");
+    // A name the user wrote must not point at another container's directory.
+    EXPECT_EQ(group_from_state(R"({"id":"mine","annotations":{"org.gpuinit.gpu-limit.group":")" +
+                               id + R"("}})")
+                  .value_or(""),
+              "mine");
+    for (const char* bad : {R"({"id":"../etc"})", R"({"id":""})", R"({"id":"."})", R"({})",
+                            R"({"id":1})", R"([])", "{"}) {
+        EXPECT_FALSE(group_from_state(bad).ok()) << bad;
+    }
+}
+
+// --- the runtime's command line ---
+
+TEST(OciRuntimeArgs, DockersCreate) {
+    // containerd's runc shim after daemon.json's runtimeArgs ("runtime" is
+    // gpu-limit's own command word, gone before this).
+    std::vector<std::string> args = {"--runtime-path",
+                                     "/usr/bin/crun",
+                                     "--root",
+                                     "/var/run/docker/runtime-runc/moby",
+                                     "--log",
+                                     "/run/containerd/t/moby/abc/log.json",
+                                     "--log-format",
+                                     "json",
+                                     "--systemd-cgroup",
+                                     "create",
+                                     "--bundle",
+                                     "/run/containerd/t/moby/abc",
+                                     "--pid-file",
+                                     "/run/containerd/t/moby/abc/init.pid",
+                                     "--console-socket",
+                                     "/tmp/pty.sock",
+                                     "abc"};
+    auto call = parse_runtime_args(args);
+    ASSERT_TRUE(call.ok()) << call.error().message;
+    EXPECT_EQ(call->runtime_path.value_or(""), "/usr/bin/crun");
+    EXPECT_EQ(call->command, "create");
+    EXPECT_EQ(call->bundle.value_or(""), "/run/containerd/t/moby/abc");
+    EXPECT_EQ(call->id, "abc");
+    EXPECT_FALSE(call->config.has_value());
+    // Everything after ours goes to the runtime unchanged.
+    EXPECT_EQ(call->forward, std::vector<std::string>(args.begin() + 2, args.end()));
+}
+
+TEST(OciRuntimeArgs, RuncsOwnForms) {
+    auto call =
+        parse_runtime_args({"--root=/r", "--debug", "create", "-b", "/b", "--no-pivot", "id1"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "create");
+    EXPECT_EQ(call->bundle.value_or(""), "/b");
+    EXPECT_EQ(call->id, "id1");
+    EXPECT_FALSE(call->runtime_path.has_value());
+
+    call = parse_runtime_args({"create", "--bundle=/b2", "id2"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->bundle.value_or(""), "/b2");
+    EXPECT_EQ(call->id, "id2");
+
+    call = parse_runtime_args({"create", "id3"}); // the bundle is the cwd
+    ASSERT_TRUE(call.ok());
+    EXPECT_FALSE(call->bundle.has_value());
+    EXPECT_EQ(call->id, "id3");
+
+    call = parse_runtime_args({"--root", "/r", "delete", "--force", "id4"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "delete");
+    EXPECT_EQ(call->id, "id4");
+
+    call = parse_runtime_args({"kill", "id5", "9"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "kill");
+    EXPECT_EQ(call->id, "id5");
+
+    call = parse_runtime_args({"--cgroup-manager", "systemd", "create", "-f", "c.json", "id6"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "create"); // "systemd" is the option's value
+    EXPECT_EQ(call->config.value_or(""), "c.json");
+    EXPECT_EQ(call->id, "id6");
+
+    call = parse_runtime_args({"features"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "features");
+    EXPECT_EQ(call->id, "");
+
+    call = parse_runtime_args({"--version"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "");
+    EXPECT_EQ(call->forward, std::vector<std::string>{"--version"});
+
+    call = parse_runtime_args({"--library=/l.so", "--state-root", "/s", "state", "id7"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->library.value_or(""), "/l.so");
+    EXPECT_EQ(call->state_root.value_or(""), "/s");
+    EXPECT_EQ(call->forward, (std::vector<std::string>{"state", "id7"}));
+}
+
+TEST(OciRuntimeArgs, HelpAndMissingValues) {
+    auto call = parse_runtime_args({"--help"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_TRUE(call->help);
+    // The runtime's own help, after its options, is the runtime's.
+    call = parse_runtime_args({"--root", "/r", "--help"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_FALSE(call->help);
+    EXPECT_FALSE(parse_runtime_args({"--runtime-path"}).ok());
+    EXPECT_FALSE(parse_runtime_args({"--runtime-path="}).ok());
+    EXPECT_FALSE(parse_runtime_args({"create", "--bundle"}).ok());
+}
+
+// --- the host's files ---
+
+TEST(OciHost, PrepareMakesTheRootThePreloadFileAndTheGroup) {
+    TempDir temp;
+    const std::string root = temp / "run/gpu-limit";
+    HostOwner owner{::getuid(), ::getgid()};
+    ASSERT_TRUE(prepare_host(root, "g1", owner).ok());
+    EXPECT_EQ(read_file(root + "/ld.so.preload"), "/usr/lib/gpuinit/libgpulimit.so\n");
+    struct stat status {};
+    ASSERT_EQ(::stat((root + "/ld.so.preload").c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0644u);
+    ASSERT_EQ(::stat(root.c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0755u);
+    ASSERT_EQ(::lstat((root + "/g1").c_str(), &status), 0);
+    EXPECT_TRUE(S_ISDIR(status.st_mode));
+    EXPECT_EQ(status.st_mode & 07777, 0700u);
+    EXPECT_EQ(status.st_uid, owner.uid);
+    // Again: the same, and a wrong preload file is put right.
+    write_file(root + "/ld.so.preload", "/evil.so\n");
+    ASSERT_EQ(::chmod((root + "/g1").c_str(), 0755), 0);
+    ASSERT_TRUE(prepare_host(root, "g1", owner).ok());
+    EXPECT_EQ(read_file(root + "/ld.so.preload"), "/usr/lib/gpuinit/libgpulimit.so\n");
+    ASSERT_EQ(::stat((root + "/g1").c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0700u);
+    EXPECT_FALSE(prepare_host(root, "../g", owner).ok());
+}
+
+TEST(OciHost, PrepareRefusesSymlinksAndAWritableRoot) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    ASSERT_EQ(::mkdir((temp / "elsewhere").c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+    ASSERT_EQ(::symlink((temp / "elsewhere").c_str(), (root + "/g").c_str()), 0);
+    HostOwner owner{::getuid(), ::getgid()};
+    EXPECT_FALSE(prepare_host(root, "g", owner).ok());
+    struct stat status {};
+    ASSERT_EQ(::stat((temp / "elsewhere").c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0700u); // untouched through the link
+    // The root itself as a symlink.
+    ASSERT_EQ(::symlink(root.c_str(), (temp / "link").c_str()), 0);
+    EXPECT_FALSE(prepare_host(temp / "link", "h", owner).ok());
+    // A root others can write.
+    ASSERT_EQ(::chmod(root.c_str(), 0777), 0);
+    EXPECT_FALSE(prepare_host(root, "h", owner).ok());
+    // A planted preload link is replaced, never written through.
+    ASSERT_EQ(::chmod(root.c_str(), 0755), 0);
+    write_file(temp / "target", "keep");
+    ::unlink((root + "/ld.so.preload").c_str()); // the first attempt wrote it
+    ASSERT_EQ(::symlink((temp / "target").c_str(), (root + "/ld.so.preload").c_str()), 0);
+    ASSERT_TRUE(prepare_host(root, "h", owner).ok());
+    EXPECT_EQ(read_file(temp / "target"), "keep");
+    ASSERT_EQ(::lstat((root + "/ld.so.preload").c_str(), &status), 0);
+    EXPECT_TRUE(S_ISREG(status.st_mode));
+}
+
+TEST(OciHost, DaemonSocketMeansASocket) {
+    TempDir temp;
+    EXPECT_FALSE(daemon_socket_present(temp.path()));
+    write_file(temp / "daemon.sock", "");
+    EXPECT_FALSE(daemon_socket_present(temp.path()));
+    ASSERT_EQ(::unlink((temp / "daemon.sock").c_str()), 0);
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::string path = temp / "daemon.sock";
+    ASSERT_LT(path.size(), sizeof address.sun_path);
+    std::copy(path.begin(), path.end(), address.sun_path);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    EXPECT_TRUE(daemon_socket_present(temp.path()));
+    ::close(fd);
+}
+
+TEST(OciHost, CleanupRemovesEverythingWithoutFollowingLinks) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    HostOwner owner{::getuid(), ::getgid()};
+    ASSERT_TRUE(prepare_host(root, "g", owner).ok());
+    // What a container may leave: files, nested directories, links out.
+    ASSERT_EQ(::mkdir((temp / "outside").c_str(), 0700), 0);
+    write_file(temp / "outside/precious", "keep");
+    write_file(root + "/g/state", "not locked");
+    ASSERT_EQ(::mkdir((root + "/g/a").c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir((root + "/g/a/b").c_str(), 0700), 0);
+    write_file(root + "/g/a/b/f", "x");
+    ASSERT_EQ(::symlink((temp / "outside").c_str(), (root + "/g/a/out").c_str()), 0);
+    ASSERT_EQ(::symlink((temp / "outside/precious").c_str(), (root + "/g/file-link").c_str()), 0);
+    auto removed = remove_group(root, "g");
+    ASSERT_TRUE(removed.ok()) << removed.error().message;
+    EXPECT_EQ(*removed, Cleanup::Removed);
+    struct stat status {};
+    EXPECT_NE(::lstat((root + "/g").c_str(), &status), 0);
+    EXPECT_EQ(read_file(temp / "outside/precious"), "keep");
+    // Gone is gone; and the root's own files stay.
+    EXPECT_EQ(remove_group(root, "g").value_or(Cleanup::InUse), Cleanup::Absent);
+    EXPECT_EQ(::lstat((root + "/ld.so.preload").c_str(), &status), 0);
+    EXPECT_EQ(remove_group(temp / "missing", "g").value_or(Cleanup::InUse), Cleanup::Absent);
+}
+
+TEST(OciHost, CleanupRefusesASymlinkedGroupAndBadNames) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((temp / "victim").c_str(), 0700), 0);
+    write_file(temp / "victim/state", "x");
+    ASSERT_EQ(::symlink((temp / "victim").c_str(), (root + "/g").c_str()), 0);
+    EXPECT_FALSE(remove_group(root, "g").ok());
+    struct stat status {};
+    EXPECT_EQ(::stat((temp / "victim/state").c_str(), &status), 0);
+    EXPECT_EQ(::lstat((root + "/g").c_str(), &status), 0); // the link is left for the admin
+    for (const char* bad : {"..", ".", "", "a/b", "../state"}) {
+        EXPECT_FALSE(remove_group(root, bad).ok()) << bad;
+    }
+}
+
+TEST(OciHost, CleanupLeavesAGroupALiveProcessHolds) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    HostOwner owner{::getuid(), ::getgid()};
+    ASSERT_TRUE(prepare_host(root, "g", owner).ok());
+    write_file(root + "/g/state", std::string(4096, '\0'));
+    // A slot's lock, as the library takes it, held by a child process (an
+    // OFD lock of this process would not show to its own F_OFD_GETLK).
+    int ready[2];
+    int release[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(release), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+        int fd = ::open((root + "/g/state").c_str(), O_RDWR);
+        struct flock lock {};
+        lock.l_type = F_WRLCK;
+        lock.l_whence = SEEK_SET;
+        lock.l_start = 100;
+        lock.l_len = 1;
+        char byte = ::fcntl(fd, F_OFD_SETLK, &lock) == 0 ? 'y' : 'n';
+        (void)!::write(ready[1], &byte, 1);
+        (void)!::read(release[0], &byte, 1);
+        ::_exit(0);
+    }
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    ASSERT_EQ(byte, 'y');
+    EXPECT_EQ(remove_group(root, "g").value_or(Cleanup::Removed), Cleanup::InUse);
+    struct stat status {};
+    EXPECT_EQ(::stat((root + "/g/state").c_str(), &status), 0);
+    (void)!::write(release[1], "x", 1);
+    int wait_status = 0;
+    ::waitpid(child, &wait_status, 0);
+    EXPECT_EQ(remove_group(root, "g").value_or(Cleanup::InUse), Cleanup::Removed);
+    for (int fd : {ready[0], ready[1], release[0], release[1]}) {
+        ::close(fd);
+    }
+}
+
+// --- gpu-limit oci-hook precreate, on text ---
+
+class OciHookText : public ::testing::Test {
+  protected:
+    std::pair<int, std::string> hook(std::string_view input) {
+        return run_with_input({GPUINIT_BIN, "limit", "oci-hook", "--library", library_,
+                               "--state-root", temp_ / "state", "precreate"},
+                              input, temp_);
+    }
+    void SetUp() override {
+        library_ = temp_ / "libgpulimit.so";
+        write_file(library_, "not really a library");
+    }
+    TempDir temp_;
+    std::string library_;
+};
+
+TEST_F(OciHookText, WithoutTheSwitchTheConfigComesOutByteForByte) {
+    const std::vector<std::string> inputs = {
+        "{ \"ociVersion\" : \"1.0.2\" ,\n\t\"process\":{\"env\":[\"AMP_VGPU_ENABLE=0\"]}\r\n}\n\n",
+        "  {\"process\":{\"env\":[\"A=\\u00e9\\/x\"]},\"z\":1.50e+00}",
+        "{\"process\":{\"env\":[\"AMP_VGPU_ENABLE=1 \"]}}",
+        "{}",
+        // Not JSON we accept, and no switch: the runtime's to judge.
+        "{\"a\":1,\"a\":2}",
+        "\xef\xbb\xbf{\"x\":\"\xff\"}",
+    };
+    for (const std::string& input : inputs) {
+        auto [code, output] = hook(input);
+        EXPECT_EQ(code, 0) << input;
+        EXPECT_EQ(output, input);
+    }
+    struct stat status {};
+    EXPECT_NE(::lstat((temp_ / "state").c_str(), &status), 0); // nothing made on the host
+}
+
+TEST_F(OciHookText, WithTheSwitchTheConfigIsEditedOnceAndTheGroupMade) {
+    const std::string id(64, 'c');
+    const std::string input =
+        "{\n  \"process\": {\"user\": {\"uid\": " + std::to_string(::getuid()) +
+        ", \"gid\": " + std::to_string(::getgid()) +
+        "},\n  \"env\": [\"AMP_VGPU_ENABLE=1\"]},\n"
+        "  \"linux\": {\"cgroupsPath\": \"/libpod_parent/libpod-" +
+        id + "\"}\n}\n";
+    auto [code, output] = hook(input);
+    ASSERT_EQ(code, 0);
+    auto spec = parse_spec(output);
+    ASSERT_TRUE(spec.ok()) << output;
+    EXPECT_TRUE(limit_requested(*spec));
+    auto env = env_of(*spec);
+    EXPECT_NE(std::find(env.begin(), env.end(), "GPU_LIMIT_GROUP=" + id), env.end());
+    EXPECT_NE(std::find(env.begin(), env.end(), "GPU_LIMIT_STATE_DIR=" + temp_ / "state"),
+              env.end());
+    struct stat status {};
+    ASSERT_EQ(::lstat((temp_ / "state/" + id).c_str(), &status), 0);
+    EXPECT_TRUE(S_ISDIR(status.st_mode));
+    // Through the hook again: nothing more to add, the text as it came.
+    auto [code2, output2] = hook(output);
+    EXPECT_EQ(code2, 0);
+    EXPECT_EQ(output2, output);
+}
+
+TEST_F(OciHookText, WithTheSwitchABrokenConfigOrAMissingLibraryStopsTheContainer) {
+    auto [code, output] = hook("{\"process\":{\"env\":[\"AMP_VGPU_ENABLE=1\"]},\"process\":{}}");
+    EXPECT_EQ(code, 3);
+    EXPECT_EQ(output, "");
+    ASSERT_EQ(::unlink(library_.c_str()), 0);
+    std::tie(code, output) = hook("{\"process\":{\"env\":[\"AMP_VGPU_ENABLE=1\"]}}");
+    EXPECT_EQ(code, 3);
+    EXPECT_EQ(output, "");
+}
+
+} // namespace gpuinit::limit::oci
