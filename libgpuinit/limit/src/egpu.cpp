@@ -318,6 +318,35 @@ bool parse_oom(EnvLookup lookup, void* context, Settings& settings, Problem& pro
     return true;
 }
 
+// GPU_UTIL_PER_DEVICE: digits only. Unset, 0 or above 95 means no compute
+// cap (eGPU's rule), however many digits; anything not a number is refused.
+bool parse_compute(EnvLookup lookup, void* context, Settings& settings, Problem& problem) {
+    const char* value = lookup("GPU_UTIL_PER_DEVICE", context);
+    if (value == nullptr) {
+        return true;
+    }
+    size_t length = std::strlen(value);
+    bool digits = length > 0;
+    for (size_t i = 0; digits && i < length; ++i) {
+        digits = is_digit(value[i]);
+    }
+    if (!digits) {
+        return fail(problem, 0,
+                    "GPU_UTIL_PER_DEVICE=%s is not a whole number of percent; set it to digits "
+                    "only, 1 to %u (the group's share of each GPU's time), such as "
+                    "GPU_UTIL_PER_DEVICE=50, or unset it (0 or above %u also means no compute "
+                    "cap)",
+                    show(value).text, unsigned(kMaxComputePercent), unsigned(kMaxComputePercent));
+    }
+    uint64_t percent = 0;
+    // A number too long for 64 bits is above 95 all the same.
+    if (!parse_decimal(value, length, 1000, percent) || percent > kMaxComputePercent) {
+        percent = 0;
+    }
+    settings.compute_percent = static_cast<uint32_t>(percent);
+    return true;
+}
+
 } // namespace
 
 bool parse_settings(EnvLookup lookup, void* context, Settings& settings, Problem& problem) {
@@ -357,6 +386,11 @@ bool parse_settings(EnvLookup lookup, void* context, Settings& settings, Problem
         !parse_oom(lookup, context, settings, problem)) {
         return false;
     }
+    if (!parse_compute(lookup, context, settings, problem)) {
+        return false;
+    }
+    const char* daemon = lookup("AMP_USE_HOST_DAEMON", context);
+    settings.use_host_daemon = daemon != nullptr && std::strcmp(daemon, "1") == 0;
     const char* group = lookup("GPU_LIMIT_GROUP", context);
     if (!parse_group(group != nullptr ? group : "default", settings.group, problem)) {
         return false;

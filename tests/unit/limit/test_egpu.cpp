@@ -474,3 +474,41 @@ TEST(Egpu, RoundUp) {
 
 } // namespace
 } // namespace gpuinit::limit
+
+namespace gpuinit::limit {
+
+TEST(Egpu, ComputeShareInPercentAndWhatDisablesIt) {
+    EXPECT_EQ(parse(enabled()).settings.compute_percent, 0u); // unset: no compute cap
+    const std::pair<const char*, uint32_t> cases[] = {
+        {"1", 1},   {"25", 25},  {"50", 50}, {"95", 95},  {"050", 50},
+        {"0", 0},   {"96", 0},   {"100", 0}, {"1000", 0}, {"99999999999999999999999", 0},
+        {"000", 0}, {"0095", 95}};
+    for (const auto& [value, percent] : cases) {
+        Parsed parsed = parse(enabled({{"GPU_UTIL_PER_DEVICE", value}}));
+        EXPECT_TRUE(parsed.ok) << value << ": " << parsed.problem.text;
+        EXPECT_EQ(parsed.settings.compute_percent, percent) << value;
+    }
+    // Off: not even read.
+    Parsed off = parse({{"GPU_UTIL_PER_DEVICE", "garbage"}});
+    EXPECT_TRUE(off.ok);
+    EXPECT_EQ(off.settings.compute_percent, 0u);
+}
+
+TEST(Egpu, MalformedComputeShareIsRefusedWithValueAndFix) {
+    for (const char* value : {"", "abc", "50%", "-1", "+50", " 50", "50 ", "0x10", "5.5", "1e2"}) {
+        SCOPED_TRACE(value);
+        expect_refused(enabled({{"GPU_UTIL_PER_DEVICE", value}}), "GPU_UTIL_PER_DEVICE", value);
+    }
+}
+
+TEST(Egpu, HostDaemonOnlyWhenExactlyOne) {
+    EXPECT_FALSE(parse(enabled()).settings.use_host_daemon);
+    EXPECT_TRUE(parse(enabled({{"AMP_USE_HOST_DAEMON", "1"}})).settings.use_host_daemon);
+    for (const char* value : {"0", "", "true", "yes", " 1", "01", "2"}) {
+        Parsed parsed = parse(enabled({{"AMP_USE_HOST_DAEMON", value}}));
+        EXPECT_TRUE(parsed.ok) << value;
+        EXPECT_FALSE(parsed.settings.use_host_daemon) << value;
+    }
+}
+
+} // namespace gpuinit::limit

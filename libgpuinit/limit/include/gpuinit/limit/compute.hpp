@@ -49,8 +49,6 @@ inline constexpr uint64_t kControlPeriodNs = 25'000'000;
 inline constexpr uint64_t kStaleHeartbeatNs = 10 * kControlPeriodNs;
 // A sleeping launch wakes at least this often to look at the heartbeat.
 inline constexpr uint64_t kGateSleepNs = 2 * kControlPeriodNs;
-// Caps outside 1..95 disable (as in eGPU).
-inline constexpr uint32_t kMaxComputePercent = 95;
 
 // The controller, pure: no clock, no I/O, so tests drive it on simulated time.
 class ShareController {

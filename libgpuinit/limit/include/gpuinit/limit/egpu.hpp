@@ -16,6 +16,8 @@ inline constexpr uint64_t kMiB = uint64_t{1} << 20; // "MB" in the eGPU variable
 inline constexpr uint64_t kGiB = uint64_t{1} << 30; // "GB" in the eGPU variables
 inline constexpr uint64_t kDefaultReservedMiB = 10;
 inline constexpr int kMaxListedDevices = 64;
+// GPU_UTIL_PER_DEVICE above this disables the compute cap (as in eGPU).
+inline constexpr uint32_t kMaxComputePercent = 95;
 inline constexpr size_t kUuidSize = 48;      // "GPU-" + 36 + NUL fits; longer is malformed
 inline constexpr size_t kGroupNameSize = 65; // [A-Za-z0-9._-]{1,64}
 inline constexpr size_t kPathSize = 4096;
@@ -62,6 +64,10 @@ struct Settings {
     uint32_t oom_script_timeout_ms = 10000; // GPU_LIMIT_OOM_SCRIPT_TIMEOUT (seconds, 1..3600)
     char group[kGroupNameSize] = {};        // GPU_LIMIT_GROUP, default "default"
     char state_dir[kPathSize] = {}; // GPU_LIMIT_STATE_DIR (absolute), or empty: caller's default
+    // GPU_UTIL_PER_DEVICE: the compute share in percent, 1..95; 0 when unset,
+    // 0 or above 95 (no compute cap, as in eGPU).
+    uint32_t compute_percent = 0;
+    bool use_host_daemon = false; // AMP_USE_HOST_DAEMON is exactly "1"
 };
 
 // Reads every variable through `lookup`. With AMP_VGPU_ENABLE unset or not
