@@ -9,6 +9,18 @@
 
 namespace gpuinit::limit {
 
+JsonValue::JsonValue(Kind kind) : kind_(kind) {}
+
+JsonValue JsonValue::make_null() {
+    return JsonValue(Kind::Null);
+}
+JsonValue JsonValue::make_array() {
+    return JsonValue(Kind::Array);
+}
+JsonValue JsonValue::make_object() {
+    return JsonValue(Kind::Object);
+}
+
 JsonValue JsonValue::make_bool(bool flag) {
     JsonValue value(Kind::Bool);
     value.boolean_ = flag;

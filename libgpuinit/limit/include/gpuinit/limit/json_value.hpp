@@ -22,11 +22,13 @@ class JsonValue {
   public:
     enum class Kind { Null, Bool, Number, String, Array, Object };
 
-    static JsonValue make_null() { return JsonValue(Kind::Null); }
+    // Out of line: JsonMember is complete only below, and a value's
+    // destructor needs it (clang insists; GCC is lenient).
+    static JsonValue make_null();
     static JsonValue make_bool(bool flag);
     static JsonValue make_string(std::string text);
-    static JsonValue make_array() { return JsonValue(Kind::Array); }
-    static JsonValue make_object() { return JsonValue(Kind::Object); }
+    static JsonValue make_array();
+    static JsonValue make_object();
 
     Kind kind() const { return kind_; }
     bool is_string() const { return kind_ == Kind::String; }
@@ -49,7 +51,7 @@ class JsonValue {
 
   private:
     friend class JsonParser;
-    explicit JsonValue(Kind kind) : kind_(kind) {}
+    explicit JsonValue(Kind kind); // out of line, as make_null
 
     Kind kind_ = Kind::Null;
     bool boolean_ = false;
