@@ -22,10 +22,30 @@
  *   GPULIMIT_STANDIN_TRACE=1: one stderr line per call, cuGetProcAddress
  *       request and cuGetExportTable request.
  *
+ *   GPULIMIT_STANDIN_DIR: a directory shared by the processes of a test
+ *       (not the CMake variable of the same name, which is where the
+ *       libraries are): their devices are the same devices, time-sliced
+ *       between them, and the stand-in NVML reports their utilization
+ *       (standin_timeline.hpp). Unset: devices private to the process;
+ *   GPULIMIT_STANDIN_KERNEL_NS (default 0): how long a launched kernel runs;
+ *       0 makes launches no-ops;
+ *   GPULIMIT_STANDIN_QUEUE_DEPTH (default 1024): launches a stream holds
+ *       before a launch waits for room.
+ *
  * Memory as the stand-in sees it (process-local): every allocation rounds
  * up to 2 MiB; a pool holds its reserve in 2 MiB chunks and gives back what
  * is above its release threshold only at synchronization; graph memory is
- * what gpulimit_standin_set_graph_reserved says. */
+ * what gpulimit_standin_set_graph_reserved says.
+ *
+ * Compute: a kernel launched with a duration above 0 is queued on its
+ * stream's worker thread (one per created stream, per device for the legacy
+ * default stream, per thread and device for the per-thread default stream)
+ * and the launch returns; the worker runs the stream's kernels in order, each
+ * holding its device exclusively for its duration, and records it in the
+ * timeline. cuStreamSynchronize, cuEventSynchronize (the event's stream
+ * drained) and cuCtxSynchronize (every stream of the device) wait for them.
+ * A capturing stream (cuStreamBeginCapture*) records launches into its graph
+ * instead; a graph launch runs the captured kernels in order. */
 #ifndef GPULIMIT_STANDIN_CONTROL_H
 #define GPULIMIT_STANDIN_CONTROL_H
 
@@ -73,6 +93,32 @@ typedef void (*gpulimit_standin_fail_next_fn)(const char* abi_name, int result);
 int gpulimit_standin_set_graph_reserved(int ordinal, unsigned long long bytes);
 typedef int (*gpulimit_standin_set_graph_reserved_fn)(int ordinal, unsigned long long bytes);
 #define GPULIMIT_STANDIN_SET_GRAPH_RESERVED "gpulimit_standin_set_graph_reserved"
+
+/* How long each kernel launched from now on runs, in ns (0: launches are
+ * no-ops, the default). Kernels already queued or captured keep theirs. */
+void gpulimit_standin_set_kernel_ns(unsigned long long ns);
+typedef void (*gpulimit_standin_set_kernel_ns_fn)(unsigned long long ns);
+#define GPULIMIT_STANDIN_SET_KERNEL_NS "gpulimit_standin_set_kernel_ns"
+
+/* Launches a stream holds before the next launch waits (at least 1). */
+void gpulimit_standin_set_queue_depth(unsigned int depth);
+typedef void (*gpulimit_standin_set_queue_depth_fn)(unsigned int depth);
+#define GPULIMIT_STANDIN_SET_QUEUE_DEPTH "gpulimit_standin_set_queue_depth"
+
+/* Nanoseconds the device (CUDA ordinal) ran kernels of process pid (0: of
+ * any process) within [from_ns, to_ns) of CLOCK_MONOTONIC, from the shared
+ * timeline; 0 for a bad ordinal. */
+unsigned long long gpulimit_standin_busy_ns(int ordinal, int pid, unsigned long long from_ns,
+                                            unsigned long long to_ns);
+typedef unsigned long long (*gpulimit_standin_busy_ns_fn)(int ordinal, int pid,
+                                                          unsigned long long from_ns,
+                                                          unsigned long long to_ns);
+#define GPULIMIT_STANDIN_BUSY_NS "gpulimit_standin_busy_ns"
+
+/* The timeline this process's libcuda maps (for the stand-in NVML). */
+void* gpulimit_standin_timeline(void);
+typedef void* (*gpulimit_standin_timeline_fn)(void);
+#define GPULIMIT_STANDIN_TIMELINE "gpulimit_standin_timeline"
 
 /* The stand-in NVML's own counter (libnvidia-ml.so.1), by exported name. */
 unsigned long long gpulimit_standin_nvml_calls(const char* name);

@@ -3,11 +3,13 @@
 //
 // What it simulates: devices from GPULIMIT_STANDIN_DEVICES (see
 // standin_devices.hpp); per-thread current contexts over primary and created
-// contexts; streams and events that complete at once; process-local device
-// memory where every allocation rounds up to 2 MiB, pools that keep freed
-// memory reserved until a synchronization, VMM handles that need no context,
-// arrays sized like cuArrayGetMemoryRequirements says, and a graph memory
-// reserve a test sets. Kernels are no-ops.
+// contexts; process-local device memory where every allocation rounds up to
+// 2 MiB, pools that keep freed memory reserved until a synchronization, VMM
+// handles that need no context, arrays sized like
+// cuArrayGetMemoryRequirements says, and a graph memory reserve a test sets.
+// Kernels are no-ops unless a test gives them a duration: then they run on
+// per-stream worker threads, time-slice devices shared between processes and
+// are captured into graphs (standin_compute.hpp, standin_control.h).
 //
 // cuGetProcAddress / _v2 follow the driver's rules (see kProcs below), and
 // cuGetExportTable answers the five private tables that cudart 11.8 cannot
@@ -18,6 +20,7 @@
 // hands out are this library's own, equal to what dlsym on it returns, even
 // when libgpulimit.so (which exports the same names) is preloaded.
 #include "cuda_abi.hpp"
+#include "standin_compute.hpp"
 #include "standin_control.h"
 #include "standin_devices.hpp"
 
@@ -164,15 +167,28 @@ struct Allocation {
     Pool* pool = nullptr;
 };
 
+// Kernel durations of a graph, in launch order (captured launches).
+struct Graph {
+    std::vector<uint64_t> kernels;
+};
+
+struct GraphExec {
+    standin::compute::Kernels kernels;
+};
+
 struct Stream {
     Context* ctx = nullptr;
     unsigned flags = 0;
     int priority = 0;
+    standin::compute::WorkerPtr worker; // created at the first kernel
+    Graph* capture = nullptr;           // while capturing: where launches go
+    cuuint64_t capture_id = 0;
 };
 
 struct Event {
     Context* ctx = nullptr;
     unsigned flags = 0;
+    standin::compute::WorkerPtr recorded; // the stream's worker at the last record
 };
 
 struct Array {
@@ -219,7 +235,9 @@ struct Machine {
     std::set<Array*> arrays;
     std::set<Mipmap*> mipmaps;
     std::map<CUmemGenericAllocationHandle, VmmHandle> vmm;
-    std::set<void*> graphs, graph_execs, modules;
+    std::set<void*> graphs, graph_execs, modules;    // Graph*, GraphExec*, char*
+    std::vector<standin::compute::WorkerPtr> legacy; // legacy default stream, per device
+    cuuint64_t next_capture_id = 1;
     CUdeviceptr next_va = 0x7f0000000000ULL;
     CUdeviceptr next_va_v1 = 0x10000000ULL;
     CUmemGenericAllocationHandle next_vmm = 1;
@@ -246,6 +264,7 @@ Machine& machine() {
             d.current_pool = d.default_pool;
             created->pools.insert(d.default_pool);
         }
+        created->legacy.resize(created->devices.size());
         return created;
     }();
     return *m;
@@ -591,6 +610,24 @@ STANDIN_EXPORT int gpulimit_standin_set_graph_reserved(int ordinal, unsigned lon
     d.graph_reserved_high = std::max<uint64_t>(d.graph_reserved_high, bytes);
     d.graph_used_high = std::max<uint64_t>(d.graph_used_high, bytes);
     return 0;
+}
+
+STANDIN_EXPORT void gpulimit_standin_set_kernel_ns(unsigned long long ns) {
+    standin::compute::set_kernel_ns(ns);
+}
+
+STANDIN_EXPORT void gpulimit_standin_set_queue_depth(unsigned int depth) {
+    standin::compute::set_queue_depth(depth);
+}
+
+STANDIN_EXPORT unsigned long long gpulimit_standin_busy_ns(int ordinal, int pid,
+                                                           unsigned long long from_ns,
+                                                           unsigned long long to_ns) {
+    return standin::compute::busy_ns(ordinal, static_cast<uint32_t>(pid), from_ns, to_ns);
+}
+
+STANDIN_EXPORT void* gpulimit_standin_timeline(void) {
+    return standin::compute::timeline_base();
 }
 
 // ---- Initialization, versions, errors ---------------------------------------------
@@ -1123,11 +1160,19 @@ STANDIN_EXPORT CUresult cuCtxGetApiVersion(CUcontext handle, unsigned int* versi
     return CUDA_SUCCESS;
 }
 
+// Waits for every stream of the context's device (the stand-in does not
+// tell contexts of one device apart), without the machine lock.
 STANDIN_EXPORT CUresult cuCtxSynchronize(void) {
-    STANDIN_ENTER_LOCKED();
-    if (current_context() == nullptr) {
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    Context* ctx = current_context();
+    if (ctx == nullptr) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
+    standin::compute::synchronize_device(ctx->device);
+    std::lock_guard lock(g_mutex);
     synchronize_pools();
     return CUDA_SUCCESS;
 }
@@ -1281,15 +1326,194 @@ STANDIN_EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, int config) {
     return CUDA_SUCCESS;
 }
 
-// A launch is the hot path of the interposer's benchmark: no lock, no work.
+// ---- Kernels ---------------------------------------------------------------------
+//
+// A launch with a kernel duration of 0 (the default) is a no-op and the hot
+// path of the interposer's benchmark: no lock, no queue. Otherwise it goes to
+// the stream's worker (standin_compute.hpp), or into the stream's graph while
+// the stream captures.
+
+namespace {
+
+constexpr CUresult kNotReady = 600;           // CUDA_ERROR_NOT_READY
+constexpr CUresult kIllegalState = 401;       // CUDA_ERROR_ILLEGAL_STATE
+constexpr CUresult kCaptureUnsupported = 900; // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCaptureActive = 1;             // CU_STREAM_CAPTURE_STATUS_ACTIVE
+constexpr size_t kMaxDevices = 16;            // standin::timeline::kMaxDevices
+
+std::atomic<int> g_capturing{0}; // streams capturing, for the no-op fast path
+std::atomic<unsigned> g_fork_generation{0};
+
+// The per-thread default stream of each device for this thread; its workers
+// retire when the thread ends. A fork child's copy belongs to the parent.
+struct PerThreadStreams {
+    unsigned generation = 0;
+    standin::compute::WorkerPtr workers[kMaxDevices];
+    Graph* capture[kMaxDevices] = {};
+    cuuint64_t capture_id[kMaxDevices] = {};
+    PerThreadStreams(const PerThreadStreams&) = delete;
+    PerThreadStreams& operator=(const PerThreadStreams&) = delete;
+    PerThreadStreams() = default;
+    ~PerThreadStreams() {
+        if (generation != g_fork_generation.load()) {
+            return;
+        }
+        for (auto& w : workers) {
+            if (w) {
+                standin::compute::retire(w);
+            }
+        }
+    }
+};
+thread_local PerThreadStreams t_streams;
+
+PerThreadStreams& per_thread_streams() {
+    const unsigned generation = g_fork_generation.load(std::memory_order_relaxed);
+    if (t_streams.generation != generation) {
+        for (auto& w : t_streams.workers) {
+            new (&w) standin::compute::WorkerPtr(); // the parent's: leave it alone
+        }
+        std::fill(std::begin(t_streams.capture), std::end(t_streams.capture), nullptr);
+        t_streams.generation = generation;
+    }
+    return t_streams;
+}
+
+// After fork only the forking thread exists: the parent's workers have no
+// thread here, so forget them (leaked, not touched).
+void forget_workers_after_fork() {
+    g_fork_generation.fetch_add(1);
+    for (auto& w : machine().legacy) {
+        new (&w) standin::compute::WorkerPtr();
+    }
+    for (Stream* s : machine().streams) {
+        new (&s->worker) standin::compute::WorkerPtr();
+    }
+    for (Event* e : machine().events) {
+        new (&e->recorded) standin::compute::WorkerPtr();
+    }
+}
+
+bool is_per_thread(CUstream stream, bool ptsz) {
+    const auto raw = reinterpret_cast<uintptr_t>(stream);
+    return raw == kStreamPerThread || (raw == 0 && ptsz);
+}
+
+// Where work on a stream goes; the machine lock is held. `worker` is the
+// slot of the stream's worker (maybe empty), `capture` set while capturing.
+struct StreamSlots {
+    int device = 0;
+    standin::compute::WorkerPtr* worker = nullptr;
+    Graph** capture = nullptr;
+    cuuint64_t* capture_id = nullptr;
+    Stream* stream = nullptr; // a created stream
+};
+
+CUresult stream_slots(CUstream stream, bool ptsz, StreamSlots* out) {
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler,
+                   [] { pthread_atfork(nullptr, nullptr, forget_workers_after_fork); });
+    const auto raw = reinterpret_cast<uintptr_t>(stream);
+    if (raw == 0 || raw == kStreamLegacy || raw == kStreamPerThread) {
+        Context* ctx = current_context();
+        if (ctx == nullptr) {
+            return CUDA_ERROR_INVALID_CONTEXT;
+        }
+        out->device = ctx->device;
+        if (is_per_thread(stream, ptsz)) {
+            PerThreadStreams& pt = per_thread_streams();
+            out->worker = &pt.workers[ctx->device];
+            out->capture = &pt.capture[ctx->device];
+            out->capture_id = &pt.capture_id[ctx->device];
+        } else {
+            out->worker = &machine().legacy[static_cast<size_t>(ctx->device)];
+        }
+        return CUDA_SUCCESS;
+    }
+    auto* s = reinterpret_cast<Stream*>(stream);
+    if (machine().streams.count(s) == 0) {
+        return kInvalidHandle;
+    }
+    out->device = s->ctx->device;
+    out->worker = &s->worker;
+    out->capture = &s->capture;
+    out->capture_id = &s->capture_id;
+    out->stream = s;
+    return CUDA_SUCCESS;
+}
+
+// Runs `kernels` (one of ns, or a graph's) on the stream, or records them
+// into the stream's capture.
+CUresult submit(CUstream stream, bool ptsz, uint64_t ns, const standin::compute::Kernels& graph) {
+    standin::compute::WorkerPtr worker;
+    {
+        std::lock_guard lock(g_mutex);
+        StreamSlots slots;
+        if (CUresult r = stream_slots(stream, ptsz, &slots); r != CUDA_SUCCESS) {
+            return r;
+        }
+        if (slots.capture != nullptr && *slots.capture != nullptr) {
+            auto& captured = (*slots.capture)->kernels;
+            if (graph) {
+                captured.insert(captured.end(), graph->begin(), graph->end());
+            } else {
+                captured.push_back(ns);
+            }
+            return CUDA_SUCCESS;
+        }
+        const bool work =
+            graph ? std::any_of(graph->begin(), graph->end(), [](uint64_t k) { return k > 0; })
+                  : ns > 0;
+        if (!work) {
+            return CUDA_SUCCESS;
+        }
+        if (!*slots.worker) {
+            *slots.worker = standin::compute::make_worker(slots.device);
+        }
+        worker = *slots.worker;
+    }
+    standin::compute::enqueue(worker, ns, graph); // may wait for room: no lock held
+    return CUDA_SUCCESS;
+}
+
+CUresult launch(CUfunction f, CUstream stream, bool ptsz) {
+    if (f == nullptr) {
+        return kInvalidHandle;
+    }
+    const uint64_t ns = standin::compute::kernel_ns();
+    if (ns == 0 && g_capturing.load(std::memory_order_acquire) == 0) {
+        return CUDA_SUCCESS;
+    }
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return submit(stream, ptsz, ns, nullptr);
+}
+
+// cuda.h's CUlaunchConfig (CUDA 11.8+), up to the stream.
+struct StandinLaunchConfig {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    void* attrs;
+    unsigned numAttrs;
+};
+
+CUresult launch_ex(const void* config, CUfunction f, bool ptsz) {
+    if (config == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return launch(f, static_cast<const StandinLaunchConfig*>(config)->hStream, ptsz);
+}
+} // namespace
+
 STANDIN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gridDimX, unsigned gridDimY,
                                        unsigned gridDimZ, unsigned blockDimX, unsigned blockDimY,
                                        unsigned blockDimZ, unsigned sharedMemBytes,
                                        CUstream hStream, void** kernelParams, void** extra) {
     STANDIN_ENTER();
     (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY,
-        (void)blockDimZ, (void)sharedMemBytes, (void)hStream, (void)kernelParams, (void)extra;
-    return f != nullptr ? CUDA_SUCCESS : kInvalidHandle;
+        (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    return launch(f, hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gridDimX, unsigned gridDimY,
@@ -1299,22 +1523,44 @@ STANDIN_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gridDimX, uns
                                             void** kernelParams, void** extra) {
     STANDIN_ENTER();
     (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY,
-        (void)blockDimZ, (void)sharedMemBytes, (void)hStream, (void)kernelParams, (void)extra;
-    return f != nullptr ? CUDA_SUCCESS : kInvalidHandle;
+        (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams, (void)extra;
+    return launch(f, hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuLaunchKernelEx(const void* config, CUfunction f, void** kernelParams,
                                          void** extra) {
     STANDIN_ENTER();
-    (void)config, (void)kernelParams, (void)extra;
-    return f != nullptr ? CUDA_SUCCESS : kInvalidHandle;
+    (void)kernelParams, (void)extra;
+    return launch_ex(config, f, false);
 }
 
 STANDIN_EXPORT CUresult cuLaunchKernelEx_ptsz(const void* config, CUfunction f, void** kernelParams,
                                               void** extra) {
     STANDIN_ENTER();
-    (void)config, (void)kernelParams, (void)extra;
-    return f != nullptr ? CUDA_SUCCESS : kInvalidHandle;
+    (void)kernelParams, (void)extra;
+    return launch_ex(config, f, true);
+}
+
+STANDIN_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gridDimX,
+                                                  unsigned gridDimY, unsigned gridDimZ,
+                                                  unsigned blockDimX, unsigned blockDimY,
+                                                  unsigned blockDimZ, unsigned sharedMemBytes,
+                                                  CUstream hStream, void** kernelParams) {
+    STANDIN_ENTER();
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY,
+        (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams;
+    return launch(f, hStream, false);
+}
+
+STANDIN_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gridDimX,
+                                                       unsigned gridDimY, unsigned gridDimZ,
+                                                       unsigned blockDimX, unsigned blockDimY,
+                                                       unsigned blockDimZ, unsigned sharedMemBytes,
+                                                       CUstream hStream, void** kernelParams) {
+    STANDIN_ENTER();
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY,
+        (void)blockDimZ, (void)sharedMemBytes, (void)kernelParams;
+    return launch(f, hStream, true);
 }
 
 // Host functions run at once on the caller's thread: streams complete at once.
@@ -2018,28 +2264,56 @@ CUresult stream_create(CUstream* phStream, unsigned flags, int priority) {
     if (phStream == nullptr) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    auto* s = new Stream{ctx, flags, priority};
+    auto* s = new Stream{ctx, flags, priority, nullptr, nullptr, 0};
     machine().streams.insert(s);
     *phStream = reinterpret_cast<CUstream>(s);
     return CUDA_SUCCESS;
 }
 
+// Work already queued still runs, as on a real driver; a capture in
+// progress is dropped.
 CUresult stream_destroy(CUstream hStream) {
     auto* s = reinterpret_cast<Stream*>(hStream);
     if (machine().streams.erase(s) == 0) {
         return kInvalidHandle;
     }
+    if (s->worker) {
+        standin::compute::retire(s->worker);
+    }
+    if (s->capture != nullptr) {
+        delete s->capture;
+        g_capturing.fetch_sub(1);
+    }
     delete s;
     return CUDA_SUCCESS;
 }
 
-CUresult stream_synchronize(CUstream hStream) {
-    CUresult error = CUDA_SUCCESS;
-    if (stream_context(hStream, &error) == nullptr) {
-        return error;
+// Waits for the stream's kernels without the machine lock, then does what a
+// synchronization does to pools.
+CUresult stream_synchronize(CUstream hStream, bool ptsz) {
+    standin::compute::WorkerPtr worker;
+    {
+        std::lock_guard lock(g_mutex);
+        StreamSlots slots;
+        if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
+            return r;
+        }
+        worker = *slots.worker;
     }
+    if (worker) {
+        standin::compute::synchronize(worker);
+    }
+    std::lock_guard lock(g_mutex);
     synchronize_pools();
     return CUDA_SUCCESS;
+}
+
+CUresult stream_query(CUstream hStream, bool ptsz) {
+    StreamSlots slots;
+    if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
+        return r;
+    }
+    return *slots.worker && !standin::compute::idle(*slots.worker) ? kNotReady : CUDA_SUCCESS;
 }
 
 CUresult stream_check(CUstream hStream) {
@@ -2085,32 +2359,77 @@ CUresult stream_priority(CUstream hStream, int* priority) {
     return CUDA_SUCCESS;
 }
 
-CUresult stream_is_capturing(CUstream hStream, int* status) {
+CUresult stream_capture_info(CUstream hStream, bool ptsz, int* status, cuuint64_t* id) {
     if (status == nullptr) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (CUresult r = stream_check(hStream); r != CUDA_SUCCESS) {
+    StreamSlots slots;
+    if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
         return r;
     }
-    *status = 0; // CU_STREAM_CAPTURE_STATUS_NONE
-    return CUDA_SUCCESS;
-}
-
-CUresult stream_capture_info(CUstream hStream, int* status, cuuint64_t* id) {
-    if (CUresult r = stream_is_capturing(hStream, status); r != CUDA_SUCCESS) {
-        return r;
-    }
+    const bool capturing = slots.capture != nullptr && *slots.capture != nullptr;
+    *status = capturing ? kCaptureActive : 0; // CU_STREAM_CAPTURE_STATUS_NONE
     if (id != nullptr) {
-        *id = 0;
+        *id = capturing ? *slots.capture_id : 0;
     }
     return CUDA_SUCCESS;
 }
 
-CUresult event_record(CUevent hEvent, CUstream hStream) {
-    if (machine().events.count(reinterpret_cast<Event*>(hEvent)) == 0) {
+CUresult stream_is_capturing(CUstream hStream, bool ptsz, int* status) {
+    return stream_capture_info(hStream, ptsz, status, nullptr);
+}
+
+// Created streams and the per-thread default stream capture; the legacy
+// stream cannot, as on the real driver. The mode is not simulated.
+CUresult begin_capture(CUstream hStream, bool ptsz) {
+    StreamSlots slots;
+    if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (slots.capture == nullptr) {
+        return kCaptureUnsupported;
+    }
+    if (*slots.capture != nullptr) {
+        return kIllegalState;
+    }
+    *slots.capture = new Graph;
+    *slots.capture_id = machine().next_capture_id++;
+    g_capturing.fetch_add(1, std::memory_order_release);
+    return CUDA_SUCCESS;
+}
+
+CUresult end_capture(CUstream hStream, bool ptsz, CUgraph* phGraph) {
+    if (phGraph == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    StreamSlots slots;
+    if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (slots.capture == nullptr || *slots.capture == nullptr) {
+        return kIllegalState;
+    }
+    Graph* graph = *slots.capture;
+    *slots.capture = nullptr;
+    g_capturing.fetch_sub(1, std::memory_order_release);
+    machine().graphs.insert(graph);
+    *phGraph = reinterpret_cast<CUgraph>(graph);
+    return CUDA_SUCCESS;
+}
+
+// An event completes when everything queued on its stream at the record has
+// run; the stand-in waits for the stream to drain (later work included).
+CUresult event_record(CUevent hEvent, CUstream hStream, bool ptsz) {
+    auto* e = reinterpret_cast<Event*>(hEvent);
+    if (machine().events.count(e) == 0) {
         return kInvalidHandle;
     }
-    return stream_check(hStream);
+    StreamSlots slots;
+    if (CUresult r = stream_slots(hStream, ptsz, &slots); r != CUDA_SUCCESS) {
+        return r;
+    }
+    e->recorded = *slots.worker;
+    return CUDA_SUCCESS;
 }
 } // namespace
 
@@ -2136,23 +2455,29 @@ STANDIN_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 
 STANDIN_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
-    STANDIN_ENTER_LOCKED();
-    return stream_synchronize(hStream);
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return stream_synchronize(hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
-    STANDIN_ENTER_LOCKED();
-    return stream_synchronize(hStream);
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return stream_synchronize(hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuStreamQuery(CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return stream_check(hStream);
+    return stream_query(hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return stream_check(hStream);
+    return stream_query(hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
@@ -2228,24 +2553,24 @@ STANDIN_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallb
 
 STANDIN_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, int* captureStatus) {
     STANDIN_ENTER_LOCKED();
-    return stream_is_capturing(hStream, captureStatus);
+    return stream_is_capturing(hStream, false, captureStatus);
 }
 
 STANDIN_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, int* captureStatus) {
     STANDIN_ENTER_LOCKED();
-    return stream_is_capturing(hStream, captureStatus);
+    return stream_is_capturing(hStream, true, captureStatus);
 }
 
 STANDIN_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, int* captureStatus,
                                                cuuint64_t* id) {
     STANDIN_ENTER_LOCKED();
-    return stream_capture_info(hStream, captureStatus, id);
+    return stream_capture_info(hStream, false, captureStatus, id);
 }
 
 STANDIN_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, int* captureStatus,
                                                     cuuint64_t* id) {
     STANDIN_ENTER_LOCKED();
-    return stream_capture_info(hStream, captureStatus, id);
+    return stream_capture_info(hStream, true, captureStatus, id);
 }
 
 STANDIN_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, int* captureStatus,
@@ -2261,7 +2586,7 @@ STANDIN_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, int* capture
     if (numDeps != nullptr) {
         *numDeps = 0;
     }
-    return stream_capture_info(hStream, captureStatus, id);
+    return stream_capture_info(hStream, false, captureStatus, id);
 }
 
 STANDIN_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, int* captureStatus,
@@ -2277,7 +2602,39 @@ STANDIN_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, int* ca
     if (numDeps != nullptr) {
         *numDeps = 0;
     }
-    return stream_capture_info(hStream, captureStatus, id);
+    return stream_capture_info(hStream, true, captureStatus, id);
+}
+
+STANDIN_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+    STANDIN_ENTER_LOCKED();
+    return begin_capture(hStream, false);
+}
+
+STANDIN_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+    STANDIN_ENTER_LOCKED();
+    return begin_capture(hStream, true);
+}
+
+STANDIN_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
+    STANDIN_ENTER_LOCKED();
+    (void)mode;
+    return begin_capture(hStream, false);
+}
+
+STANDIN_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
+    STANDIN_ENTER_LOCKED();
+    (void)mode;
+    return begin_capture(hStream, true);
+}
+
+STANDIN_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+    STANDIN_ENTER_LOCKED();
+    return end_capture(hStream, false, phGraph);
+}
+
+STANDIN_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+    STANDIN_ENTER_LOCKED();
+    return end_capture(hStream, true, phGraph);
 }
 
 STANDIN_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int* mode) {
@@ -2298,7 +2655,7 @@ STANDIN_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
     if (phEvent == nullptr) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    auto* e = new Event{ctx, Flags};
+    auto* e = new Event{ctx, Flags, nullptr};
     machine().events.insert(e);
     *phEvent = reinterpret_cast<CUevent>(e);
     return CUDA_SUCCESS;
@@ -2306,39 +2663,55 @@ STANDIN_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 
 STANDIN_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
                                                unsigned int flags) {
     STANDIN_ENTER_LOCKED();
     (void)flags;
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
                                                     unsigned int flags) {
     STANDIN_ENTER_LOCKED();
     (void)flags;
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuEventQuery(CUevent hEvent) {
     STANDIN_ENTER_LOCKED();
-    return machine().events.count(reinterpret_cast<Event*>(hEvent)) != 0 ? CUDA_SUCCESS
-                                                                         : kInvalidHandle;
+    auto* e = reinterpret_cast<Event*>(hEvent);
+    if (machine().events.count(e) == 0) {
+        return kInvalidHandle;
+    }
+    return e->recorded && !standin::compute::idle(e->recorded) ? kNotReady : CUDA_SUCCESS;
 }
 
 STANDIN_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
-    STANDIN_ENTER_LOCKED();
-    if (machine().events.count(reinterpret_cast<Event*>(hEvent)) == 0) {
-        return kInvalidHandle;
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
     }
+    standin::compute::WorkerPtr worker;
+    {
+        std::lock_guard lock(g_mutex);
+        auto* e = reinterpret_cast<Event*>(hEvent);
+        if (machine().events.count(e) == 0) {
+            return kInvalidHandle;
+        }
+        worker = e->recorded;
+    }
+    if (worker) {
+        standin::compute::synchronize(worker);
+    }
+    std::lock_guard lock(g_mutex);
     synchronize_pools();
     return CUDA_SUCCESS;
 }
@@ -2376,7 +2749,11 @@ STANDIN_EXPORT CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart,
     return CUDA_SUCCESS;
 }
 
-// ---- Graphs (instantiate and launch succeed; memory from the test's setter) --------
+// ---- Graphs ----------------------------------------------------------------------
+//
+// A graph holds the kernels captured into it (cuStreamBeginCapture ..
+// cuStreamEndCapture); a launch runs them in order on the stream, or records
+// them into the stream's capture. Graph memory is what the test's setter says.
 
 namespace {
 CUresult graph_instantiate(CUgraphExec* phGraphExec, CUgraph hGraph) {
@@ -2386,17 +2763,31 @@ CUresult graph_instantiate(CUgraphExec* phGraphExec, CUgraph hGraph) {
     if (machine().graphs.count(hGraph) == 0) {
         return kInvalidHandle;
     }
-    auto* exec = new char;
+    auto* exec = new GraphExec{
+        std::make_shared<const std::vector<uint64_t>>(reinterpret_cast<Graph*>(hGraph)->kernels)};
     machine().graph_execs.insert(exec);
     *phGraphExec = reinterpret_cast<CUgraphExec>(exec);
     return CUDA_SUCCESS;
 }
 
-CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream) {
+CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, bool ptsz) {
+    standin::compute::Kernels kernels;
+    {
+        std::lock_guard lock(g_mutex);
+        if (machine().graph_execs.count(hGraphExec) == 0) {
+            return kInvalidHandle;
+        }
+        kernels = reinterpret_cast<GraphExec*>(hGraphExec)->kernels;
+    }
+    return submit(hStream, ptsz, 0, kernels);
+}
+
+CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, bool ptsz) {
     if (machine().graph_execs.count(hGraphExec) == 0) {
         return kInvalidHandle;
     }
-    return stream_check(hStream);
+    StreamSlots slots;
+    return stream_slots(hStream, ptsz, &slots);
 }
 } // namespace
 
@@ -2405,7 +2796,7 @@ STANDIN_EXPORT CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
     if (phGraph == nullptr || flags != 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    auto* g = new char;
+    auto* g = new Graph;
     machine().graphs.insert(g);
     *phGraph = reinterpret_cast<CUgraph>(g);
     return CUDA_SUCCESS;
@@ -2416,7 +2807,7 @@ STANDIN_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
     if (machine().graphs.erase(hGraph) == 0) {
         return kInvalidHandle;
     }
-    delete reinterpret_cast<char*>(hGraph);
+    delete reinterpret_cast<Graph*>(hGraph);
     return CUDA_SUCCESS;
 }
 
@@ -2467,28 +2858,34 @@ STANDIN_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
     if (machine().graph_execs.erase(hGraphExec) == 0) {
         return kInvalidHandle;
     }
-    delete reinterpret_cast<char*>(hGraphExec);
+    delete reinterpret_cast<GraphExec*>(hGraphExec);
     return CUDA_SUCCESS;
 }
 
 STANDIN_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-    STANDIN_ENTER_LOCKED();
-    return graph_launch(hGraphExec, hStream);
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return graph_launch(hGraphExec, hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-    STANDIN_ENTER_LOCKED();
-    return graph_launch(hGraphExec, hStream);
+    STANDIN_ENTER();
+    if (!g_initialized.load(std::memory_order_acquire)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return graph_launch(hGraphExec, hStream, true);
 }
 
 STANDIN_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return graph_launch(hGraphExec, hStream);
+    return graph_upload(hGraphExec, hStream, false);
 }
 
 STANDIN_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
     STANDIN_ENTER_LOCKED();
-    return graph_launch(hGraphExec, hStream);
+    return graph_upload(hGraphExec, hStream, true);
 }
 
 // The reserve is what gpulimit_standin_set_graph_reserved set: a trim keeps
@@ -3027,6 +3424,8 @@ const Proc kProcs[] = {
     PTROW(cuLaunchKernel, 7000, cuLaunchKernel_ptsz),
     ROW(cuLaunchKernelEx, 11060, cuLaunchKernelEx),
     PTROW(cuLaunchKernelEx, 11060, cuLaunchKernelEx_ptsz),
+    ROW(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel),
+    PTROW(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel_ptsz),
     ROW(cuLaunchHostFunc, 10000, cuLaunchHostFunc),
     PTROW(cuLaunchHostFunc, 10000, cuLaunchHostFunc_ptsz),
     ROW(cuMemGetInfo, 2000, cuMemGetInfo),
@@ -3099,6 +3498,12 @@ const Proc kProcs[] = {
     PTROW(cuStreamGetCaptureInfo, 10010, cuStreamGetCaptureInfo_ptsz),
     ROW(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2),
     PTROW(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2_ptsz),
+    ROW(cuStreamBeginCapture, 10000, cuStreamBeginCapture),
+    PTROW(cuStreamBeginCapture, 10000, cuStreamBeginCapture_ptsz),
+    ROW(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2),
+    PTROW(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2_ptsz),
+    ROW(cuStreamEndCapture, 10000, cuStreamEndCapture),
+    PTROW(cuStreamEndCapture, 10000, cuStreamEndCapture_ptsz),
     ROW(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode),
     ROW(cuEventCreate, 2000, cuEventCreate),
     ROW(cuEventRecord, 2000, cuEventRecord),

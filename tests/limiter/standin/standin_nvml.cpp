@@ -4,10 +4,13 @@
 //
 // Memory "used" is what the stand-in libcuda of this process has charged on
 // the device (found with dlopen(RTLD_NOLOAD), so only when it is loaded):
-// the simulation is per process, the device is not shared.
+// memory is simulated per process. Utilization (per process and per device)
+// comes from the timeline of kernels that the processes sharing
+// GPULIMIT_STANDIN_DIR run (standin_timeline.hpp).
 #include "cuda_abi.hpp"
 #include "standin_control.h"
 #include "standin_devices.hpp"
+#include "standin_timeline.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -343,4 +346,167 @@ nvmlReturn_t pci_info(nvmlDevice_t device, StandinPciInfo* pci) {
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, StandinPciInfo* pci) {
     NVML_ENTER();
     return pci_info(device, pci);
+}
+
+// ---- Utilization, from the stand-in GPUs' timeline (standin_timeline.hpp) ---------
+//
+// Samples are the timeline cut into windows of 1/6 s (CLOCK_MONOTONIC, aligned
+// to multiples of the window); a window is reported once it has ended, with
+// the CPU time (CLOCK_REALTIME, µs) of its end as its timestamp, as NVML
+// stamps its samples. A process has a sample in a window when it kept the
+// device busy then; smUtil is its busy share of the window in percent. The
+// last kHistoryWindows windows are kept.
+
+// nvml.h's nvmlProcessUtilizationSample_t and nvmlUtilization_t.
+struct StandinProcessUtilizationSample {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+};
+
+struct StandinUtilization {
+    unsigned int gpu;
+    unsigned int memory;
+};
+
+namespace {
+
+const standin::timeline::File* timeline() {
+    // The same process's libcuda has it mapped (a private timeline is only
+    // reachable that way); else the shared file, when there is one.
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda != nullptr) {
+        auto get =
+            reinterpret_cast<gpulimit_standin_timeline_fn>(dlsym(cuda, GPULIMIT_STANDIN_TIMELINE));
+        void* base = get != nullptr ? get() : nullptr;
+        dlclose(cuda);
+        if (base != nullptr) {
+            return static_cast<const standin::timeline::File*>(base);
+        }
+    }
+    static const standin::timeline::File* shared = [] {
+        const char* dir = std::getenv("GPULIMIT_STANDIN_DIR");
+        return dir != nullptr && *dir != '\0'
+                   ? standin::timeline::map_timeline("standin libnvidia-ml").file
+                   : nullptr;
+    }();
+    return shared;
+}
+
+// CLOCK_REALTIME µs of a CLOCK_MONOTONIC ns instant, with one offset for the
+// life of the process, so a window keeps its timestamp from call to call.
+unsigned long long realtime_us(uint64_t monotonic_ns) {
+    static const int64_t offset_ns = [] {
+        timespec rt{};
+        clock_gettime(CLOCK_REALTIME, &rt);
+        const uint64_t mono = standin::timeline::now_ns();
+        return static_cast<int64_t>(rt.tv_sec) * 1'000'000'000LL + rt.tv_nsec -
+               static_cast<int64_t>(mono);
+    }();
+    return static_cast<unsigned long long>(static_cast<int64_t>(monotonic_ns) + offset_ns) / 1000;
+}
+
+struct WindowSample {
+    uint32_t pid;
+    uint64_t window_end;
+    uint64_t busy;
+};
+
+// Busy ns per process and ended window, oldest window first.
+std::vector<WindowSample> process_samples(int ordinal) {
+    std::vector<WindowSample> out;
+    const standin::timeline::File* file = timeline();
+    if (file == nullptr || ordinal < 0 ||
+        static_cast<uint32_t>(ordinal) >= standin::timeline::kMaxDevices) {
+        return out;
+    }
+    using standin::timeline::kWindowNs;
+    const uint64_t now = standin::timeline::now_ns();
+    const uint64_t last_end = now / kWindowNs * kWindowNs;
+    const uint64_t windows =
+        std::min<uint64_t>(standin::timeline::kHistoryWindows, last_end / kWindowNs);
+    const uint64_t first_start = last_end - windows * kWindowNs;
+    std::map<std::pair<uint64_t, uint32_t>, uint64_t> busy; // (window end, pid)
+    standin::timeline::for_each_interval(file->devices[ordinal], first_start, last_end,
+                                         [&](uint32_t pid, uint64_t start, uint64_t end) {
+                                             start = std::max(start, first_start);
+                                             end = std::min(end, last_end);
+                                             while (start < end) {
+                                                 const uint64_t window_end =
+                                                     (start / kWindowNs + 1) * kWindowNs;
+                                                 const uint64_t piece_end =
+                                                     std::min(end, window_end);
+                                                 busy[{window_end, pid}] += piece_end - start;
+                                                 start = piece_end;
+                                             }
+                                         });
+    for (const auto& [key, ns] : busy) {
+        out.push_back(WindowSample{key.second, key.first, ns});
+    }
+    return out;
+}
+
+unsigned percent(uint64_t busy_ns) {
+    return static_cast<unsigned>(std::min<uint64_t>(
+        100, (busy_ns * 100 + standin::timeline::kWindowNs / 2) / standin::timeline::kWindowNs));
+}
+
+} // namespace
+
+// NVML's contract: with utilization NULL, *processSamplesCount says how many
+// samples there are (NVML_ERROR_INSUFFICIENT_SIZE); with a buffer too small
+// for them, the same; NVML_ERROR_NOT_FOUND when there is none newer than
+// lastSeenTimeStamp (0: every sample kept).
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t device, StandinProcessUtilizationSample* utilization,
+    unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || processSamplesCount == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    std::vector<StandinProcessUtilizationSample> samples;
+    for (const WindowSample& w : process_samples(d->cuda_ordinal)) {
+        const unsigned long long stamp = realtime_us(w.window_end);
+        if (stamp > lastSeenTimeStamp && w.busy > 0) {
+            samples.push_back(
+                StandinProcessUtilizationSample{w.pid, stamp, percent(w.busy), 0, 0, 0});
+        }
+    }
+    if (samples.empty()) {
+        *processSamplesCount = 0;
+        return kNvmlNotFound;
+    }
+    if (utilization == nullptr || *processSamplesCount < samples.size()) {
+        *processSamplesCount = static_cast<unsigned>(samples.size());
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::copy(samples.begin(), samples.end(), utilization);
+    *processSamplesCount = static_cast<unsigned>(samples.size());
+    return NVML_SUCCESS;
+}
+
+// The device's busy share in the last window that ended.
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                          StandinUtilization* utilization) {
+    NVML_ENTER();
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || utilization == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    using standin::timeline::kWindowNs;
+    const uint64_t last_end = standin::timeline::now_ns() / kWindowNs * kWindowNs;
+    const standin::timeline::File* file = timeline();
+    uint64_t busy = 0;
+    if (file != nullptr && last_end >= kWindowNs &&
+        static_cast<uint32_t>(d->cuda_ordinal) < standin::timeline::kMaxDevices) {
+        busy = standin::timeline::busy_ns(file->devices[d->cuda_ordinal], 0, last_end - kWindowNs,
+                                          last_end);
+    }
+    utilization->gpu = percent(busy);
+    utilization->memory = 0;
+    return NVML_SUCCESS;
 }
