@@ -1,0 +1,23 @@
+// The library side of `gpu-limit daemon`'s registration (AMP_USE_HOST_DAEMON=1):
+// one datagram on the daemon's socket tells it which slot of which group this
+// process owns; the daemon learns the host pid from SO_PEERCRED and checks the
+// slot's lock (libgpuinit/limit/include/gpuinit/limit/daemon_protocol.hpp).
+#pragma once
+
+#include <cstddef>
+
+namespace gpulimit {
+
+// How long a registration may take in all: the daemon answers at once; a
+// stopped or wedged one must not hold the application's cuInit.
+inline constexpr int kRegisterTimeoutMs = 500;
+
+// Registers with the daemon at limit::kDaemonSocketPath. True on "OK";
+// false when there is no daemon, it refused (the reason is in `reason` when
+// given, NUL-terminated, for the one line the caller prints), or it did not
+// answer in time. No heap, no exceptions; safe to call from any thread.
+bool register_with_daemon(const char* group, int slot);
+bool register_with_daemon_at(const char* socket_path, const char* group, int slot, char* reason,
+                             size_t reason_size);
+
+} // namespace gpulimit
