@@ -1,0 +1,261 @@
+// `gpu-limit daemon`, the host side of gpu-limit: the part that decides
+// (DaemonCore) and the registration socket (RegistrationServer). The tool
+// (tools/gpu-limit-daemon.cpp) adds NVML, the event loop and the service
+// manager; tests drive these classes with a fake NVML, fake /proc trees and
+// a simulated clock.
+//
+// # Trust model
+// A cap for cooperating workloads, not a security boundary (static binaries
+// and raw ioctls bypass any interposer). Still, nothing a container sends or
+// writes may crash the daemon, grow its memory without bound, or make it act
+// on another group or on a process that is not the group's:
+// - Registration: the host pid is SO_PEERCRED's, never the message's. The
+//   daemon believes "I own slot S of group G" only when that very process
+//   holds, through one of its own fds (/proc/<pid>/fdinfo/*, "lock:" lines),
+//   the OFD write lock on slot S's byte of G's state file (same device and
+//   inode as the daemon's own open). A process can hold that lock only if it
+//   opened G's state, and only one description holds it at a time.
+// - The daemon never believes the state file's host_pid fields (a group's
+//   processes can write their own state): it keeps its own table of verified
+//   registrations and writes host_pid for `gpu-limit status` only.
+// - Cgroup matching: a GPU process (from NVML) whose /proc/<pid>/cgroup path
+//   names a group as a whole word belongs to it. Only groups named like a
+//   container id (12 to 64 lower-case hex digits) are matched this way: a
+//   short name such as "job1" would match unrelated paths.
+// - Signals go only to pids the daemon mapped itself, checked against the
+//   start time it saw then (no pid reuse).
+// - Group state is opened only when <state dir>/<group>/state already exists
+//   and passes GroupState's trust rules; the daemon never creates a group.
+#pragma once
+
+#include "gpuinit/base/result.hpp"
+#include "gpuinit/base/unique_fd.hpp"
+#include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/limit/compute.hpp"
+#include "gpuinit/limit/group_state.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuinit::limit {
+
+// ---------------------------------------------------------------------------
+// What the daemon needs from NVML, behind an interface (tests use a fake).
+
+struct NvmlDevice {
+    unsigned index = 0;
+    std::string uuid; // "GPU-...", as NVML spells it
+};
+
+inline constexpr uint64_t kNvmlUnknownBytes = UINT64_MAX;
+
+struct NvmlProcess {
+    int32_t pid = 0;                         // host pid
+    uint64_t used_bytes = kNvmlUnknownBytes; // NVML_VALUE_NOT_AVAILABLE without permission
+};
+
+struct NvmlSample {
+    int32_t pid = 0;
+    uint32_t sm_percent = 0;   // share of the sample window a kernel of pid ran
+    uint64_t timestamp_us = 0; // CLOCK_REALTIME, microseconds
+};
+
+class NvmlSource {
+  public:
+    virtual ~NvmlSource() = default;
+    // False: no NVML (registration only).
+    virtual bool available() const = 0;
+    virtual std::vector<NvmlDevice> devices() = 0;
+    // Processes with a compute context on the device; false on an error.
+    virtual bool processes(unsigned index, std::vector<NvmlProcess>& out) = 0;
+    // Utilization samples newer than since_us; false on an error (no samples
+    // yet is success with none).
+    virtual bool utilization(unsigned index, uint64_t since_us, std::vector<NvmlSample>& out) = 0;
+};
+
+// ---------------------------------------------------------------------------
+// What the daemon does to the world, behind an interface (tests record).
+
+class DaemonEffects {
+  public:
+    virtual ~DaemonEffects() = default;
+    virtual uint64_t monotonic_ns() = 0;
+    virtual uint64_t realtime_us() = 0;
+    virtual void log(std::string_view line) = 0;
+    // SIGKILL pid if it still is the process that started at start_time
+    // (/proc/<pid>/stat field 22).
+    virtual void kill_process(int32_t pid, uint64_t start_time) = 0;
+    // Runs the OOM script with these variables added, bounded in time.
+    virtual void run_oom_script(const std::string& script,
+                                const std::vector<std::string>& variables) = 0;
+};
+
+struct DaemonConfig {
+    std::string state_dir = "/run/gpu-limit"; // host path
+    uint64_t oom_grace_ns = 5'000'000'000;
+    std::string oom_script; // empty: none
+    size_t max_groups = 4096;
+};
+
+struct PeerCredentials {
+    int32_t pid = 0;
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+};
+
+// ---------------------------------------------------------------------------
+// One pass, as seen (for --once, --json and the tests).
+
+struct PassProcess {
+    int32_t pid = 0;
+    bool registered = false; // through the socket (else found by cgroup)
+    uint64_t used_bytes = 0; // NVML, on this device
+    uint32_t sm_percent = 0;
+};
+
+struct PassDevice {
+    std::string uuid;
+    uint64_t cap = 0;
+    uint64_t counted = 0;  // what the interposers charged
+    uint64_t measured = 0; // NVML's sum for the group's processes
+    uint64_t external = 0; // charged by the daemon: measured beyond counted
+    uint32_t cap_percent = 0;
+    uint64_t busy_ns = 0; // this step
+    bool gate_open = true;
+    bool driven = false; // the daemon stepped the controller
+    bool over_cap = false;
+    std::vector<PassProcess> processes;
+};
+
+struct PassGroup {
+    std::string name;
+    size_t registered = 0; // verified registrations
+    std::vector<PassDevice> devices;
+};
+
+struct PassReport {
+    bool nvml = false;
+    std::vector<PassGroup> groups;
+    std::vector<std::string> actions; // OOM actions taken (one line each)
+};
+
+// ---------------------------------------------------------------------------
+
+class DaemonCore {
+  public:
+    // `root`: /proc is read below it. The config's state_dir is a host path.
+    DaemonCore(const Sysroot& root, DaemonConfig config, NvmlSource& nvml, DaemonEffects& effects);
+    ~DaemonCore();
+    DaemonCore(const DaemonCore&) = delete;
+    DaemonCore& operator=(const DaemonCore&) = delete;
+
+    // One registration datagram: the reply, "OK\n" or "ERR <reason>\n".
+    std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer);
+
+    // One sampling pass: groups found or gone, registrations of dead
+    // processes dropped, processes mapped, controllers stepped, external
+    // memory charged, the OOM policy applied.
+    PassReport sample();
+
+    // Gives up every group (the daemon's slots return their charges; gates
+    // are opened and handed back to in-process sampling).
+    void close_all();
+
+    size_t group_count() const { return groups_.size(); }
+    // Verified registrations of a group (slot -> host pid), for tests.
+    std::map<int, int32_t> registrations(const std::string& group) const;
+
+    struct Group; // daemon.cpp
+
+  private:
+    Group* find_or_open(const std::string& name, std::string& reason);
+    void discover();
+    void prune(Group& group);
+
+    const Sysroot& root_;
+    DaemonConfig config_;
+    NvmlSource& nvml_;
+    DaemonEffects& effects_;
+    std::map<std::string, std::unique_ptr<Group>> groups_;
+    // pid -> (group name or "", start time) from cgroup lookups, kept while
+    // the pid stays on a GPU.
+    struct CgroupCache {
+        std::string group;
+        uint64_t start_time = 0;
+        bool seen = false;
+    };
+    std::map<int32_t, CgroupCache> cgroup_cache_;
+    // Groups that could not be opened, said once each (forgotten when their
+    // directory goes).
+    std::set<std::string> refused_;
+    uint64_t last_sample_us_ = 0;
+    bool said_too_many_ = false;
+};
+
+// Pure helpers, public for tests.
+// The start time (field 22) of /proc/<pid>/stat's text; nullopt if malformed.
+std::optional<uint64_t> parse_start_time(std::string_view stat);
+// Whether an fdinfo text holds an OFD write lock on (dev major, minor, ino)
+// covering `offset`.
+bool fdinfo_holds_lock(std::string_view fdinfo, unsigned major, unsigned minor, uint64_t ino,
+                       uint64_t offset);
+// Whether a /proc/<pid>/cgroup text names `group` as a whole word of a path.
+bool cgroup_names_group(std::string_view cgroup, std::string_view group);
+// Whether cgroup matching applies to the group name (12..64 hex digits).
+bool container_id_like(std::string_view group);
+
+// ---------------------------------------------------------------------------
+// The registration socket: AF_UNIX SOCK_SEQPACKET, 0666 (container processes
+// of any uid connect; SO_PEERCRED says who), non-blocking, bounded: at most
+// kMaxConnections waiting for their datagram, each for at most a second;
+// a datagram of kDaemonMaxMessage bytes or more is refused unread.
+
+class RegistrationServer {
+  public:
+    static constexpr size_t kMaxConnections = 64;
+    static constexpr uint64_t kConnectionTimeoutNs = 1'000'000'000;
+    // Accepts per service() call, so that a flood cannot starve sampling.
+    static constexpr int kAcceptsPerService = 256;
+
+    // Binds `path` (removing a stale socket there first: the caller holds the
+    // daemon's pid lock, so no other daemon uses it).
+    static Result<RegistrationServer> listen(const std::string& path);
+
+    RegistrationServer(RegistrationServer&&) = default;
+    RegistrationServer& operator=(RegistrationServer&&) = default;
+    ~RegistrationServer();
+
+    // Readable when anything is to be done (an epoll fd: poll it).
+    int fd() const { return epoll_.get(); }
+    // Handles what is ready, without blocking. `handler` answers one
+    // datagram.
+    using Handler = std::string (*)(void* context, const char* data, size_t size,
+                                    const PeerCredentials& peer);
+    void service(uint64_t now_ns, Handler handler, void* context);
+    size_t connections() const { return connections_.size(); }
+    // Removes the socket file (a clean stop).
+    void unlink_socket();
+
+  private:
+    RegistrationServer() = default;
+    void accept_some(uint64_t now_ns);
+    void answer(int fd, Handler handler, void* context);
+    void drop(int fd);
+
+    std::string path_;
+    UniqueFd listener_;
+    UniqueFd epoll_;
+    struct Connection {
+        UniqueFd fd;
+        uint64_t accepted_ns = 0;
+    };
+    std::map<int, Connection> connections_; // by fd
+};
+
+} // namespace gpuinit::limit

@@ -1,0 +1,727 @@
+// `gpu-limit daemon`: what it decides (DaemonCore). Tool side: uses the
+// standard library, never reached from libgpulimit.so (tests/limiter/abi
+// checks its link map). See daemon.hpp for the trust model.
+#include "gpuinit/limit/daemon.hpp"
+
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/limit/daemon_protocol.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+namespace gpuinit::limit {
+
+namespace {
+
+constexpr uint32_t kSlotLive = 1;
+constexpr uint32_t kRecordReady = 2;
+constexpr uint32_t kDriverNone = 0;
+constexpr uint32_t kDriverDaemon = 2;
+// A process has at most this many fds looked at when it registers: the
+// check must not cost the daemon more than a bounded amount per request.
+constexpr size_t kMaxPeerFds = 16384;
+constexpr size_t kFdinfoLimit = 64u << 10;
+
+bool is_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+char lower(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool same_uuid(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                              [](char x, char y) { return lower(x) == lower(y); });
+}
+
+// The OFD probe: whether another description holds the byte.
+bool byte_held(int fd, uint64_t offset) {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = static_cast<off_t>(offset);
+    lock.l_len = 1;
+    if (::fcntl(fd, F_OFD_GETLK, &lock) != 0) {
+        return false;
+    }
+    return lock.l_type != F_UNLCK;
+}
+
+std::string pid_path(int32_t pid, std::string_view leaf) {
+    return "proc/" + std::to_string(pid) + "/" + std::string(leaf);
+}
+
+std::string reply_error(std::string_view reason) {
+    return "ERR " + std::string(reason) + "\n";
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Pure helpers.
+
+std::optional<uint64_t> parse_start_time(std::string_view stat) {
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+    // the fields start after the last ')'. Field 3 is the state; 22 the
+    // start time.
+    size_t close = stat.rfind(')');
+    if (close == std::string_view::npos) {
+        return std::nullopt;
+    }
+    std::vector<std::string_view> fields = split_words(stat.substr(close + 1));
+    if (fields.size() < 20) {
+        return std::nullopt;
+    }
+    return parse_decimal(fields[19]);
+}
+
+bool fdinfo_holds_lock(std::string_view fdinfo, unsigned major, unsigned minor, uint64_t ino,
+                       uint64_t offset) {
+    // lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:10953017 1099511631877 1099511631877
+    for (std::string_view line : split_lines(fdinfo)) {
+        if (line.substr(0, 5) != "lock:") {
+            continue;
+        }
+        std::vector<std::string_view> words = split_words(line.substr(5));
+        auto kind = std::find(words.begin(), words.end(), "OFDLCK");
+        auto mode = std::find(words.begin(), words.end(), "WRITE");
+        if (kind == words.end() || mode == words.end() || words.end() - mode < 5) {
+            continue;
+        }
+        std::vector<std::string_view> id = split_fields(mode[2], ':');
+        if (id.size() != 3) {
+            continue;
+        }
+        auto got_major = parse_hex_digits(id[0]);
+        auto got_minor = parse_hex_digits(id[1]);
+        auto got_ino = parse_decimal(id[2]);
+        auto start = parse_decimal(mode[3]);
+        std::optional<uint64_t> end = mode[4] == "EOF" ? UINT64_MAX : parse_decimal(mode[4]);
+        if (got_major && got_minor && got_ino && start && end && *got_major == major &&
+            *got_minor == minor && *got_ino == ino && *start <= offset && offset <= *end) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool container_id_like(std::string_view group) {
+    return group.size() >= 12 && group.size() <= 64 &&
+           std::all_of(group.begin(), group.end(),
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool cgroup_names_group(std::string_view cgroup, std::string_view group) {
+    if (group.empty()) {
+        return false;
+    }
+    for (std::string_view line : split_lines(cgroup)) {
+        // hierarchy-ID:controller-list:cgroup-path
+        size_t first = line.find(':');
+        size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+        if (second == std::string_view::npos) {
+            continue;
+        }
+        std::string_view path = line.substr(second + 1);
+        for (size_t at = path.find(group); at != std::string_view::npos;
+             at = path.find(group, at + 1)) {
+            bool starts = at == 0 || !is_alnum(path[at - 1]);
+            size_t after = at + group.size();
+            bool ends = after == path.size() || !is_alnum(path[after]);
+            if (starts && ends) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------------------
+// A group the daemon has open: GroupState for its own slot (charges go
+// through the protocol), and a mapping of its own for the fields GroupState
+// does not expose (slots' liveness and host pid, the compute records).
+
+struct DaemonCore::Group {
+    std::string name;
+    UniqueFd fd;
+    StateFile* file = nullptr;
+    unsigned dev_major = 0;
+    unsigned dev_minor = 0;
+    uint64_t ino = 0;
+    GroupState own;
+    bool own_registered = false;
+    // The group's daemon byte (GroupState::try_daemon_lock): held while the
+    // daemon drives any of its gates, so the in-process drivers stand back.
+    bool daemon_locked = false;
+    bool said_daemon_lock = false;
+
+    struct Registration {
+        int32_t pid = 0;
+        uint64_t start_time = 0;
+    };
+    std::map<int, Registration> registered; // by slot
+
+    struct Device {
+        ShareController controller;
+        uint32_t cap_percent = 0;
+        bool driving = false;
+        uint64_t last_step_ns = 0;
+        uint64_t over_since_ns = 0; // 0: not over its cap
+        uint64_t external = 0;
+    };
+    Device devices[kMaxGroupDevices];
+
+    ~Group() {
+        if (file != nullptr) {
+            for (int d = 0; d < kMaxGroupDevices; ++d) {
+                ComputeRecord& record = file->header.compute[d];
+                if (devices[d].driving) {
+                    // Hand the gate back to in-process sampling, open.
+                    record.driver.store(kDriverNone, std::memory_order_release);
+                    gate_set(record, true);
+                }
+                if (devices[d].external != 0) {
+                    record.external_bytes.store(0, std::memory_order_relaxed);
+                }
+            }
+            for (const auto& [slot, registration] : registered) {
+                int32_t expected = registration.pid;
+                file->slots[slot].host_pid.compare_exchange_strong(expected, 0);
+            }
+            ::munmap(file, sizeof(StateFile));
+        }
+        if (daemon_locked) {
+            own.release_daemon_lock();
+        }
+        own.close(); // returns the external charges
+    }
+
+    bool slot_owned(int slot) const {
+        return file->slots[slot].state.load(std::memory_order_acquire) == kSlotLive &&
+               byte_held(fd.get(), file->header.lock_base + static_cast<uint64_t>(slot));
+    }
+};
+
+namespace {
+
+// Opens <state_dir>/<group>/state without creating anything or following a
+// symlink, with GroupState's trust rules, and maps it.
+bool map_group(const std::string& state_dir, const std::string& name, DaemonCore::Group& group,
+               std::string& reason) {
+    UniqueFd base(::open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd directory(base.valid() ? ::openat(base.get(), name.c_str(),
+                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                    : -1);
+    UniqueFd fd(directory.valid()
+                    ? ::openat(directory.get(), "state", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+                    : -1);
+    if (!fd.valid()) {
+        reason = "no-such-group";
+        return false;
+    }
+    struct stat status {};
+    if (::fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode) || status.st_nlink != 1 ||
+        (status.st_uid != 0 && status.st_uid != ::geteuid()) ||
+        (status.st_mode & (S_IWGRP | S_IWOTH)) != 0 ||
+        static_cast<uint64_t>(status.st_size) != sizeof(StateFile)) {
+        reason = "untrusted-state";
+        return false;
+    }
+    void* address =
+        ::mmap(nullptr, sizeof(StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (address == MAP_FAILED) {
+        reason = "cannot-map-state";
+        return false;
+    }
+    auto* file = static_cast<StateFile*>(address);
+    if (file->header.magic.load(std::memory_order_acquire) != kStateMagic ||
+        file->header.version != kStateVersion || file->header.slot_count != kMaxSlots ||
+        file->header.device_count_max != kMaxGroupDevices) {
+        ::munmap(address, sizeof(StateFile));
+        reason = "state-version-mismatch";
+        return false;
+    }
+    group.fd = std::move(fd);
+    group.file = file;
+    group.dev_major = ::major(status.st_dev);
+    group.dev_minor = ::minor(status.st_dev);
+    group.ino = status.st_ino;
+    return true;
+}
+
+std::optional<uint64_t> start_time_of(const Sysroot& root, int32_t pid) {
+    auto text = root.read_file(pid_path(pid, "stat"), 4096);
+    if (!text) {
+        return std::nullopt;
+    }
+    return parse_start_time(*text);
+}
+
+// Whether the process holds the OFD lock at `offset` of the group's file
+// through one of its own fds.
+bool peer_holds_lock(const Sysroot& root, int32_t pid, const DaemonCore::Group& group,
+                     uint64_t offset) {
+    std::string dir = pid_path(pid, "fdinfo");
+    auto fd = root.open_dir(dir);
+    if (!fd) {
+        return false;
+    }
+    DIR* stream = ::fdopendir(fd->get());
+    if (stream == nullptr) {
+        return false;
+    }
+    fd->release(); // the stream owns it now
+    bool found = false;
+    size_t looked = 0;
+    while (!found && looked < kMaxPeerFds) {
+        errno = 0;
+        const dirent* entry = ::readdir(stream);
+        if (entry == nullptr) {
+            break;
+        }
+        std::string_view leaf = entry->d_name;
+        if (!parse_decimal(leaf)) {
+            continue;
+        }
+        ++looked;
+        auto text = root.read_file(dir + "/" + std::string(leaf), kFdinfoLimit);
+        found =
+            text && fdinfo_holds_lock(*text, group.dev_major, group.dev_minor, group.ino, offset);
+    }
+    ::closedir(stream);
+    return found;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+
+DaemonCore::DaemonCore(const Sysroot& root, DaemonConfig config, NvmlSource& nvml,
+                       DaemonEffects& effects)
+    : root_(root), config_(std::move(config)), nvml_(nvml), effects_(effects) {}
+
+DaemonCore::~DaemonCore() {
+    close_all();
+}
+
+void DaemonCore::close_all() {
+    groups_.clear();
+}
+
+std::map<int, int32_t> DaemonCore::registrations(const std::string& group) const {
+    std::map<int, int32_t> out;
+    auto found = groups_.find(group);
+    if (found != groups_.end()) {
+        for (const auto& [slot, registration] : found->second->registered) {
+            out[slot] = registration.pid;
+        }
+    }
+    return out;
+}
+
+DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string& reason) {
+    if (auto found = groups_.find(name); found != groups_.end()) {
+        return found->second.get();
+    }
+    if (groups_.size() >= config_.max_groups) {
+        reason = "too-many-groups";
+        return nullptr;
+    }
+    auto group = std::make_unique<Group>();
+    group->name = name;
+    // Our own mapping first: it never creates anything, so a request for a
+    // group that does not exist creates no directory.
+    if (!map_group(config_.state_dir, name, *group, reason)) {
+        return nullptr;
+    }
+    Problem problem;
+    if (!group->own.open(config_.state_dir.c_str(), name.c_str(), problem)) {
+        effects_.log("gpu-limit daemon: group " + name + ": " + problem.text);
+        reason = "untrusted-state";
+        return nullptr;
+    }
+    Group* raw = group.get();
+    groups_[name] = std::move(group);
+    return raw;
+}
+
+std::string DaemonCore::handle_datagram(const char* data, size_t size,
+                                        const PeerCredentials& peer) {
+    RegisterRequest request;
+    const char* why = nullptr;
+    if (!parse_register_request(data, size, request, why)) {
+        return reply_error(why);
+    }
+    if (peer.pid <= 0) {
+        return reply_error("no-peer-pid");
+    }
+    std::string reason;
+    Group* group = find_or_open(request.group, reason);
+    if (group == nullptr) {
+        return reply_error(reason);
+    }
+    int slot = request.slot;
+    if (!group->slot_owned(slot)) {
+        return reply_error("slot-not-live");
+    }
+    uint64_t offset = group->file->header.lock_base + static_cast<uint64_t>(slot);
+    if (!peer_holds_lock(root_, peer.pid, *group, offset)) {
+        return reply_error("not-slot-owner");
+    }
+    auto start = start_time_of(root_, peer.pid);
+    if (!start) {
+        return reply_error("peer-gone");
+    }
+    group->registered[slot] = Group::Registration{peer.pid, *start};
+    group->file->slots[slot].host_pid.store(peer.pid, std::memory_order_release);
+    return kReplyOk;
+}
+
+void DaemonCore::discover() {
+    UniqueFd fd(::open(config_.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    std::map<std::string, bool> present;
+    if (fd.valid()) {
+        DIR* stream = ::fdopendir(fd.get());
+        if (stream != nullptr) {
+            int dir_fd = fd.release();
+            for (const dirent* entry = ::readdir(stream); entry != nullptr;
+                 entry = ::readdir(stream)) {
+                std::string name = entry->d_name;
+                if (!is_group_name(name.c_str(), name.size())) {
+                    continue;
+                }
+                struct stat status {};
+                std::string state = name + "/state";
+                if (::fstatat(dir_fd, state.c_str(), &status, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(status.st_mode)) {
+                    present[name] = true;
+                }
+            }
+            ::closedir(stream);
+        }
+    }
+    // Gone (the container ended and its directory was removed), or replaced.
+    for (auto it = groups_.begin(); it != groups_.end();) {
+        struct stat status {};
+        std::string state = config_.state_dir + "/" + it->first + "/state";
+        bool same = ::lstat(state.c_str(), &status) == 0 && status.st_ino == it->second->ino &&
+                    ::major(status.st_dev) == it->second->dev_major &&
+                    ::minor(status.st_dev) == it->second->dev_minor;
+        it = same ? std::next(it) : groups_.erase(it);
+    }
+    for (const auto& [name, ignored] : present) {
+        if (groups_.count(name) != 0) {
+            continue;
+        }
+        if (groups_.size() >= config_.max_groups) {
+            if (!said_too_many_) {
+                effects_.log(format("gpu-limit daemon: more than %zu groups under %s; the rest "
+                                    "are not watched",
+                                    config_.max_groups, config_.state_dir.c_str()));
+                said_too_many_ = true;
+            }
+            break;
+        }
+        std::string reason;
+        if (find_or_open(name, reason) == nullptr && refused_.insert(name).second) {
+            effects_.log("gpu-limit daemon: group " + name + " is not watched: " + reason);
+        }
+    }
+    // Forget refusals of names that are gone, so the set stays bounded.
+    for (auto it = refused_.begin(); it != refused_.end();) {
+        it = present.count(*it) != 0 ? std::next(it) : refused_.erase(it);
+    }
+}
+
+void DaemonCore::prune(Group& group) {
+    for (auto it = group.registered.begin(); it != group.registered.end();) {
+        const auto& [slot, registration] = *it;
+        auto start = start_time_of(root_, registration.pid);
+        bool alive = group.slot_owned(slot) && start && *start == registration.start_time;
+        if (alive) {
+            ++it;
+            continue;
+        }
+        int32_t expected = registration.pid;
+        group.file->slots[slot].host_pid.compare_exchange_strong(expected, 0);
+        it = group.registered.erase(it);
+    }
+}
+
+PassReport DaemonCore::sample() {
+    PassReport report;
+    uint64_t now = effects_.monotonic_ns();
+    uint64_t now_us = effects_.realtime_us();
+    discover();
+    for (auto& [name, group] : groups_) {
+        prune(*group);
+    }
+    report.nvml = nvml_.available();
+
+    // Which group each GPU process belongs to: registrations first, then
+    // cgroups (looked up once per process while it stays on a GPU).
+    struct Member {
+        Group* group = nullptr;
+        bool registered = false;
+        uint64_t start_time = 0;
+    };
+    std::map<int32_t, Member> members;
+    for (auto& [name, group] : groups_) {
+        for (const auto& [slot, registration] : group->registered) {
+            members[registration.pid] = Member{group.get(), true, registration.start_time};
+        }
+    }
+    for (auto& [pid, cached] : cgroup_cache_) {
+        cached.seen = false;
+    }
+    auto member_of = [&](int32_t pid) -> Member* {
+        if (auto found = members.find(pid); found != members.end()) {
+            return &found->second;
+        }
+        auto cached = cgroup_cache_.find(pid);
+        auto start = start_time_of(root_, pid);
+        if (!start) {
+            return nullptr; // gone already, or not in our pid namespace
+        }
+        if (cached == cgroup_cache_.end() || cached->second.start_time != *start) {
+            CgroupCache entry;
+            entry.start_time = *start;
+            if (auto text = root_.read_file(pid_path(pid, "cgroup"), kSmallFileLimit)) {
+                for (auto& [name, group] : groups_) {
+                    if (container_id_like(name) && cgroup_names_group(*text, name)) {
+                        entry.group = name;
+                        break;
+                    }
+                }
+            }
+            cached = cgroup_cache_.insert_or_assign(pid, entry).first;
+        }
+        cached->second.seen = true;
+        auto group = groups_.find(cached->second.group);
+        if (cached->second.group.empty() || group == groups_.end()) {
+            return nullptr;
+        }
+        return &(members[pid] = Member{group->second.get(), false, *start});
+    };
+
+    // Per group and NVML device: the group's processes there.
+    struct Seen {
+        uint64_t measured = 0;
+        bool measured_known = false;
+        uint64_t sm_percent = 0; // summed over the group's processes
+        std::vector<PassProcess> processes;
+    };
+    std::map<std::pair<Group*, std::string>, Seen> seen;
+    std::vector<NvmlDevice> devices;
+    if (report.nvml) {
+        devices = nvml_.devices();
+    }
+    for (const NvmlDevice& device : devices) {
+        std::vector<NvmlProcess> processes;
+        std::vector<NvmlSample> samples;
+        if (!nvml_.processes(device.index, processes)) {
+            continue;
+        }
+        // Samples since the previous pass; a process's samples averaged.
+        nvml_.utilization(device.index, last_sample_us_, samples);
+        std::map<int32_t, std::pair<uint64_t, uint64_t>> utilization; // pid -> (sum, count)
+        for (const NvmlSample& sample : samples) {
+            auto& [sum, count] = utilization[sample.pid];
+            sum += std::min<uint32_t>(sample.sm_percent, 100);
+            ++count;
+        }
+        for (const NvmlProcess& process : processes) {
+            Member* member = process.pid > 0 ? member_of(process.pid) : nullptr;
+            if (member == nullptr) {
+                continue;
+            }
+            Seen& entry = seen[{member->group, device.uuid}];
+            PassProcess shown;
+            shown.pid = process.pid;
+            shown.registered = member->registered;
+            if (process.used_bytes != kNvmlUnknownBytes) {
+                shown.used_bytes = process.used_bytes;
+                entry.measured += process.used_bytes;
+                entry.measured_known = true;
+            }
+            if (auto found = utilization.find(process.pid); found != utilization.end()) {
+                shown.sm_percent =
+                    static_cast<uint32_t>(found->second.first / found->second.second);
+                entry.sm_percent += shown.sm_percent;
+            }
+            entry.processes.push_back(shown);
+        }
+    }
+    for (auto it = cgroup_cache_.begin(); it != cgroup_cache_.end();) {
+        it = it->second.seen ? std::next(it) : cgroup_cache_.erase(it);
+    }
+    last_sample_us_ = now_us;
+
+    for (auto& [name, group_pointer] : groups_) {
+        Group& group = *group_pointer;
+        PassGroup shown_group;
+        shown_group.name = name;
+        shown_group.registered = group.registered.size();
+        for (int d = 0; d < kMaxGroupDevices && report.nvml; ++d) {
+            const DeviceRecord& record = group.file->header.devices[d];
+            if (record.state.load(std::memory_order_acquire) != kRecordReady) {
+                break; // records fill in order
+            }
+            std::string uuid(record.uuid, ::strnlen(record.uuid, kUuidSize));
+            auto device = std::find_if(devices.begin(), devices.end(), [&](const NvmlDevice& nvml) {
+                return same_uuid(nvml.uuid, uuid);
+            });
+            if (device == devices.end()) {
+                continue;
+            }
+            Seen entry;
+            if (auto found = seen.find({&group, device->uuid}); found != seen.end()) {
+                entry = std::move(found->second);
+            }
+            Group::Device& state = group.devices[d];
+            ComputeRecord& compute = group.file->header.compute[d];
+            PassDevice shown;
+            shown.uuid = uuid;
+            shown.processes = entry.processes;
+
+            // Compute: step the group's controller and drive the gate.
+            uint32_t cap_percent = compute.cap_percent.load(std::memory_order_relaxed);
+            shown.cap_percent = cap_percent;
+            bool cap_on = cap_percent >= 1 && cap_percent <= 95;
+            if (cap_on && !group.daemon_locked) {
+                group.daemon_locked = group.own.try_daemon_lock();
+                if (!group.daemon_locked && !group.said_daemon_lock) {
+                    effects_.log("gpu-limit daemon: group " + name +
+                                 ": another daemon holds its daemon lock; its gates are left "
+                                 "to it");
+                    group.said_daemon_lock = true;
+                }
+            }
+            if (cap_on && group.daemon_locked) {
+                if (!state.driving || state.cap_percent != cap_percent) {
+                    state.controller.reset(cap_percent, now);
+                    state.cap_percent = cap_percent;
+                    state.driving = true;
+                    state.last_step_ns = now;
+                }
+                uint64_t elapsed = now - state.last_step_ns;
+                uint64_t busy = std::min<uint64_t>(
+                    elapsed, elapsed / 100 * std::min<uint64_t>(entry.sm_percent, 100));
+                bool open = state.controller.step(now, busy);
+                compute.driver.store(kDriverDaemon, std::memory_order_release);
+                compute.heartbeat_ns.store(now, std::memory_order_release);
+                compute.tokens_ns.store(state.controller.balance_ns(), std::memory_order_relaxed);
+                compute.busy_ns.fetch_add(busy, std::memory_order_relaxed);
+                if (elapsed != 0) {
+                    compute.share_ppm.store(busy * 1'000'000 / elapsed, std::memory_order_relaxed);
+                }
+                bool was_closed = compute.gate.load(std::memory_order_relaxed) != 0;
+                if (was_closed) {
+                    compute.closed_ns.fetch_add(elapsed, std::memory_order_relaxed);
+                }
+                gate_set(compute, open);
+                state.last_step_ns = now;
+                shown.busy_ns = busy;
+                shown.gate_open = open;
+                shown.driven = true;
+            } else if (state.driving) {
+                compute.driver.store(kDriverNone, std::memory_order_release);
+                gate_set(compute, true);
+                state.driving = false;
+            }
+
+            // Memory: what NVML measured for the group's processes beyond
+            // what the interposers counted goes on the daemon's slot.
+            uint64_t own_charge = group.own_registered ? group.own.own_charged(d) : 0;
+            uint64_t used = group.own.group_used(d);
+            uint64_t counted = used >= own_charge ? used - own_charge : 0;
+            shown.counted = counted;
+            shown.measured = entry.measured;
+            if (entry.measured_known || entry.processes.empty()) {
+                uint64_t external = entry.measured > counted ? entry.measured - counted : 0;
+                if (external != own_charge) {
+                    Problem problem;
+                    if (!group.own_registered && group.own.register_process(problem)) {
+                        group.own_registered = true;
+                    } else if (!group.own_registered) {
+                        effects_.log("gpu-limit daemon: group " + name +
+                                     ": cannot take a slot for external memory: " + problem.text);
+                    }
+                    if (group.own_registered) {
+                        if (external > own_charge) {
+                            group.own.charge_forced(d, external - own_charge);
+                        } else {
+                            group.own.uncharge(d, own_charge - external);
+                        }
+                        state.external = external;
+                        compute.external_bytes.store(external, std::memory_order_relaxed);
+                    }
+                }
+            }
+            shown.external = state.external;
+
+            // OOM policy: over the cap for longer than the grace period.
+            uint64_t cap = group.own.cap(d);
+            uint64_t usage = group.own.group_used(d);
+            shown.cap = cap;
+            shown.over_cap = cap != 0 && usage > cap;
+            if (!shown.over_cap) {
+                state.over_since_ns = 0;
+            } else if (state.over_since_ns == 0) {
+                state.over_since_ns = now == 0 ? 1 : now;
+            } else if (now - state.over_since_ns >= config_.oom_grace_ns) {
+                std::string line = format(
+                    "gpu-limit daemon: group %s over its cap on %s for %llu ms (usage %llu of "
+                    "%llu bytes, %llu of them outside the interposer)",
+                    name.c_str(), uuid.c_str(),
+                    static_cast<unsigned long long>((now - state.over_since_ns) / 1'000'000),
+                    static_cast<unsigned long long>(usage), static_cast<unsigned long long>(cap),
+                    static_cast<unsigned long long>(state.external));
+                effects_.log(line);
+                report.actions.push_back(line);
+                std::vector<std::pair<int32_t, uint64_t>> victims;
+                for (const auto& [pid, member] : members) {
+                    if (member.group == &group) {
+                        victims.emplace_back(pid, member.start_time);
+                    }
+                }
+                if (!config_.oom_script.empty()) {
+                    int32_t first = victims.empty() ? 0 : victims.front().first;
+                    std::vector<std::string> variables = {
+                        format("GPU_LIMIT_OOM_PID=%d", first),
+                        "GPU_LIMIT_OOM_DEVICE=" + uuid,
+                        "GPU_LIMIT_OOM_REQUEST=0",
+                        format("GPU_LIMIT_OOM_USAGE=%llu", static_cast<unsigned long long>(usage)),
+                        format("GPU_LIMIT_OOM_CAP=%llu", static_cast<unsigned long long>(cap)),
+                        "GPU_LIMIT_OOM_GROUP=" + name};
+                    std::string action = "gpu-limit daemon: running the OOM script " +
+                                         config_.oom_script + " for group " + name;
+                    effects_.log(action);
+                    report.actions.push_back(action);
+                    effects_.run_oom_script(config_.oom_script, variables);
+                }
+                for (const auto& [pid, start_time] : victims) {
+                    std::string action =
+                        format("gpu-limit daemon: SIGKILL pid %d of group %s", pid, name.c_str());
+                    effects_.log(action);
+                    report.actions.push_back(action);
+                    effects_.kill_process(pid, start_time);
+                }
+                state.over_since_ns = 0; // a new grace period before acting again
+            }
+            shown_group.devices.push_back(std::move(shown));
+        }
+        report.groups.push_back(std::move(shown_group));
+    }
+    return report;
+}
+
+} // namespace gpuinit::limit

@@ -1,0 +1,807 @@
+// gpu-limit daemon (libgpuinit/limit/src/daemon*.cpp): the registration
+// datagram, the trust checks (peer's lock through /proc/<pid>/fdinfo), the
+// mapping of processes to groups by registration and by cgroup, dropping the
+// dead, external memory, the OOM policy after its grace period, driving the
+// compute gate; and the socket under malformed traffic. /proc is a fake tree
+// (Sysroot), NVML a fake object, time simulated.
+#include "gpuinit/limit/daemon.hpp"
+#include "gpuinit/limit/daemon_protocol.hpp"
+#include "temp_dir.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <random>
+#include <set>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace gpuinit::limit {
+
+using gpuinit::testing::TempDir;
+
+namespace {
+
+constexpr const char* kUuid = "GPU-aaaaaaaa-1111-2222-3333-444444444444";
+constexpr const char* kContainer =
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+constexpr uint64_t kOneMiB = 1ull << 20;
+constexpr uint64_t kSecond = 1'000'000'000;
+
+void write_file(const std::string& path, const std::string& text) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    std::string mkdir = "mkdir -p '" + dir + "'";
+    ASSERT_EQ(std::system(mkdir.c_str()), 0);
+    std::ofstream(path) << text;
+}
+
+std::string stat_line(int pid, uint64_t start_time) {
+    // Field 22 is the start time; comm with a space and a parenthesis.
+    std::string line = std::to_string(pid) + " (my (prog) x) S";
+    for (int field = 4; field <= 21; ++field) {
+        line += " " + std::to_string(field);
+    }
+    return line + " " + std::to_string(start_time) + " 0 0\n";
+}
+
+class FakeNvml final : public NvmlSource {
+  public:
+    bool available() const override { return present; }
+    std::vector<NvmlDevice> devices() override { return {{0, kUuid}}; }
+    bool processes(unsigned index, std::vector<NvmlProcess>& out) override {
+        if (index != 0) {
+            return false;
+        }
+        out = running;
+        return true;
+    }
+    bool utilization(unsigned /*index*/, uint64_t since_us, std::vector<NvmlSample>& out) override {
+        last_since = since_us;
+        out = samples;
+        return true;
+    }
+    bool present = true;
+    std::vector<NvmlProcess> running;
+    std::vector<NvmlSample> samples;
+    uint64_t last_since = 0;
+};
+
+class FakeEffects final : public DaemonEffects {
+  public:
+    uint64_t monotonic_ns() override { return now; }
+    uint64_t realtime_us() override { return now / 1000; }
+    void log(std::string_view line) override { lines.emplace_back(line); }
+    void kill_process(int32_t pid, uint64_t start_time) override {
+        killed.emplace_back(pid, start_time);
+    }
+    void run_oom_script(const std::string& script,
+                        const std::vector<std::string>& variables) override {
+        scripts.push_back(script);
+        script_variables = variables;
+    }
+    uint64_t now = 1000;
+    std::vector<std::string> lines;
+    std::vector<std::pair<int32_t, uint64_t>> killed;
+    std::vector<std::string> scripts;
+    std::vector<std::string> script_variables;
+};
+
+// A group with one "application" process (this test process holds its slot
+// through `app`), a fake /proc, a fake NVML and the daemon.
+class DaemonTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(::mkdir((tmp / "state").c_str(), 0700), 0);
+        ASSERT_EQ(::mkdir((tmp / "root").c_str(), 0755), 0);
+        ASSERT_EQ(::mkdir((tmp / "root/proc").c_str(), 0755), 0);
+        auto opened = Sysroot::open(tmp / "root");
+        ASSERT_TRUE(opened);
+        root = std::make_unique<Sysroot>(std::move(*opened));
+        config.state_dir = tmp / "state";
+        config.oom_grace_ns = 5 * kSecond;
+        config.oom_script = "/usr/local/bin/notify";
+    }
+
+    // Creates the group and claims a slot in it, as the library does.
+    void make_group(const std::string& name, uint64_t cap = 1024 * kOneMiB, uint32_t percent = 0) {
+        Problem problem;
+        ASSERT_TRUE(app.open(config.state_dir.c_str(), name.c_str(), problem)) << problem.text;
+        ASSERT_TRUE(app.register_process(problem)) << problem.text;
+        ASSERT_EQ(app.attach_device(kUuid, cap, uint64_t{80} * 1024 * kOneMiB, percent, problem), 0)
+            << problem.text;
+        group = name;
+        map_file();
+    }
+
+    void map_file() {
+        std::string path = config.state_dir + "/" + group + "/state";
+        int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        struct stat status {};
+        ASSERT_EQ(::fstat(fd, &status), 0);
+        state_major = ::major(status.st_dev);
+        state_minor = ::minor(status.st_dev);
+        state_ino = status.st_ino;
+        void* address =
+            ::mmap(nullptr, sizeof(StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        ASSERT_NE(address, MAP_FAILED);
+        file = static_cast<StateFile*>(address);
+    }
+
+    void TearDown() override {
+        daemon.reset();
+        if (file != nullptr) {
+            ::munmap(file, sizeof(StateFile));
+        }
+    }
+
+    // A fake process: stat, cgroup, and (when `holds_slot` >= 0) an fdinfo
+    // that holds that slot's lock of the group's file.
+    void fake_process(int pid, uint64_t start, const std::string& cgroup, int holds_slot = -1) {
+        std::string base = tmp / ("root/proc/" + std::to_string(pid));
+        write_file(base + "/stat", stat_line(pid, start));
+        write_file(base + "/cgroup", cgroup);
+        write_file(base + "/fdinfo/0", "pos:\t0\nflags:\t02\nmnt_id:\t1\n");
+        if (holds_slot >= 0) {
+            uint64_t offset = file->header.lock_base + static_cast<uint64_t>(holds_slot);
+            char line[256];
+            std::snprintf(line, sizeof line,
+                          "pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t%llu\n"
+                          "lock:\t1: OFDLCK ADVISORY  WRITE -1 %02x:%02x:%llu %llu %llu\n",
+                          static_cast<unsigned long long>(state_ino), state_major, state_minor,
+                          static_cast<unsigned long long>(state_ino),
+                          static_cast<unsigned long long>(offset),
+                          static_cast<unsigned long long>(offset));
+            write_file(base + "/fdinfo/7", line);
+        }
+    }
+
+    void kill_fake(int pid) {
+        std::string command = "rm -rf '" + (tmp / ("root/proc/" + std::to_string(pid))) + "'";
+        ASSERT_EQ(std::system(command.c_str()), 0);
+    }
+
+    DaemonCore& core() {
+        if (!daemon) {
+            daemon = std::make_unique<DaemonCore>(*root, config, nvml, effects);
+        }
+        return *daemon;
+    }
+
+    std::string request(const std::string& name, int slot) {
+        char buffer[kDaemonMaxMessage];
+        size_t length = format_register_request(name.c_str(), slot, buffer, sizeof buffer);
+        return std::string(buffer, length);
+    }
+
+    std::string register_as(int pid, int slot) {
+        std::string text = request(group, slot);
+        return core().handle_datagram(text.data(), text.size(), PeerCredentials{pid, 0, 0});
+    }
+
+    const PassDevice* device_of(const PassReport& report) {
+        for (const PassGroup& entry : report.groups) {
+            if (entry.name == group && !entry.devices.empty()) {
+                return &entry.devices.front();
+            }
+        }
+        return nullptr;
+    }
+
+    TempDir tmp;
+    std::unique_ptr<Sysroot> root;
+    DaemonConfig config;
+    FakeNvml nvml;
+    FakeEffects effects;
+    std::unique_ptr<DaemonCore> daemon;
+    GroupState app;
+    std::string group;
+    StateFile* file = nullptr;
+    unsigned state_major = 0;
+    unsigned state_minor = 0;
+    uint64_t state_ino = 0;
+};
+
+} // namespace
+
+// --- the datagram ----------------------------------------------------------
+
+TEST(DaemonProtocol, ParsesTheRequestExactly) {
+    RegisterRequest request;
+    const char* reason = nullptr;
+    std::string good = "GPULIMIT1 REGISTER job-1.a_b 1023\n";
+    ASSERT_TRUE(parse_register_request(good.data(), good.size(), request, reason));
+    EXPECT_STREQ(request.group, "job-1.a_b");
+    EXPECT_EQ(request.slot, 1023);
+    const char* bad[] = {"",
+                         "GPULIMIT1 REGISTER job 1",
+                         "GPULIMIT1 REGISTER job 1024\n",
+                         "GPULIMIT1 REGISTER job 01\n",
+                         "GPULIMIT1 REGISTER job -1\n",
+                         "GPULIMIT1 REGISTER job  1\n",
+                         "GPULIMIT1 REGISTER .. 1\n",
+                         "GPULIMIT1 REGISTER a/b 1\n",
+                         "GPULIMIT1 REGISTER job\n",
+                         "GPULIMIT2 REGISTER job 1\n",
+                         "GPULIMIT1 REGISTER job 1\n\n",
+                         "GPULIMIT1 REGISTER job 1x\n"};
+    for (const char* text : bad) {
+        EXPECT_FALSE(parse_register_request(text, std::strlen(text), request, reason)) << text;
+        EXPECT_NE(reason, nullptr);
+    }
+    std::string nul("GPULIMIT1 REGISTER jo\0b 1\n", 26);
+    EXPECT_FALSE(parse_register_request(nul.data(), nul.size(), request, reason));
+    std::string long_name = "GPULIMIT1 REGISTER " + std::string(65, 'a') + " 1\n";
+    EXPECT_FALSE(parse_register_request(long_name.data(), long_name.size(), request, reason));
+}
+
+TEST(DaemonProtocol, FormatRoundTrips) {
+    char buffer[kDaemonMaxMessage];
+    size_t length = format_register_request(kContainer, 7, buffer, sizeof buffer);
+    ASSERT_GT(length, 0u);
+    RegisterRequest request;
+    const char* reason = nullptr;
+    ASSERT_TRUE(parse_register_request(buffer, length, request, reason));
+    EXPECT_STREQ(request.group, kContainer);
+    EXPECT_EQ(request.slot, 7);
+    EXPECT_EQ(format_register_request("a/b", 1, buffer, sizeof buffer), 0u);
+    EXPECT_EQ(format_register_request("ok", kMaxSlots, buffer, sizeof buffer), 0u);
+    EXPECT_EQ(format_register_request("ok", 1, buffer, 10), 0u);
+}
+
+// Random bytes, and random mutations of a good request: never a crash, and
+// whatever parses formats back to the very same bytes (nothing else is let
+// through).
+TEST(DaemonProtocol, FuzzNeverAcceptsAnythingButCanonicalRequests) {
+    std::mt19937 random(1234);
+    std::string good = "GPULIMIT1 REGISTER abc 12\n";
+    int accepted = 0;
+    for (int round = 0; round < 200000; ++round) {
+        std::string text;
+        if (round % 2 == 0) {
+            text.resize(random() % 140);
+            for (char& c : text) {
+                c = static_cast<char>(random() % 256);
+            }
+        } else {
+            text = good;
+            for (int edits = 1 + static_cast<int>(random() % 3); edits > 0; --edits) {
+                size_t at = random() % text.size();
+                switch (random() % 3) {
+                case 0:
+                    text[at] = static_cast<char>(random() % 256);
+                    break;
+                case 1:
+                    text.erase(at, 1);
+                    break;
+                default:
+                    text.insert(at, 1, static_cast<char>(random() % 256));
+                }
+                if (text.empty()) {
+                    break;
+                }
+            }
+        }
+        RegisterRequest request;
+        const char* reason = nullptr;
+        if (parse_register_request(text.data(), text.size(), request, reason)) {
+            ++accepted;
+            char again[kDaemonMaxMessage];
+            size_t length =
+                format_register_request(request.group, request.slot, again, sizeof again);
+            ASSERT_EQ(std::string(again, length), text);
+        }
+    }
+    EXPECT_GT(accepted, 0); // the mutations do hit other valid requests
+}
+
+// --- pure helpers ----------------------------------------------------------
+
+TEST(DaemonHelpers, StartTimeAfterTheLastParenthesis) {
+    EXPECT_EQ(parse_start_time(stat_line(42, 987654)), 987654u);
+    EXPECT_FALSE(parse_start_time("42 (x) S 1 2 3"));
+    EXPECT_FALSE(parse_start_time("garbage"));
+}
+
+TEST(DaemonHelpers, FdinfoLockLines) {
+    std::string text = "pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t10953017\n"
+                       "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:10953017 1099511631877 "
+                       "1099511631877\n";
+    EXPECT_TRUE(fdinfo_holds_lock(text, 0xfe, 0, 10953017, 1099511631877));
+    EXPECT_FALSE(fdinfo_holds_lock(text, 0xfe, 0, 10953017, 1099511631878)); // another slot
+    EXPECT_FALSE(fdinfo_holds_lock(text, 0xfe, 1, 10953017, 1099511631877)); // another device
+    EXPECT_FALSE(fdinfo_holds_lock(text, 0xfe, 0, 10953018, 1099511631877)); // another file
+    std::string read_lock = "lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:5 10 10\n";
+    EXPECT_FALSE(fdinfo_holds_lock(read_lock, 0xfe, 0, 5, 10));
+    std::string posix = "lock:\t1: POSIX  ADVISORY  WRITE 99 fe:00:5 10 10\n";
+    EXPECT_FALSE(fdinfo_holds_lock(posix, 0xfe, 0, 5, 10));
+    std::string to_end = "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:5 0 EOF\n";
+    EXPECT_TRUE(fdinfo_holds_lock(to_end, 0xfe, 0, 5, 1ull << 41));
+    EXPECT_FALSE(fdinfo_holds_lock("lock: OFDLCK WRITE", 0xfe, 0, 5, 10));
+}
+
+TEST(DaemonHelpers, CgroupWholeWordMatch) {
+    std::string id = kContainer;
+    EXPECT_TRUE(cgroup_names_group("0::/system.slice/docker-" + id + ".scope\n", id));
+    EXPECT_TRUE(cgroup_names_group("12:memory:/docker/" + id + "\n0::/\n", id));
+    EXPECT_TRUE(cgroup_names_group("0::/machine.slice/libpod-" + id + ".scope/container\n", id));
+    EXPECT_FALSE(cgroup_names_group("0::/docker/" + id + "ff\n", id));
+    EXPECT_FALSE(cgroup_names_group("0::/docker/aa" + id + "\n", id));
+    EXPECT_FALSE(cgroup_names_group("0::/user.slice\n", id));
+    EXPECT_FALSE(cgroup_names_group(id + "\n", id)); // not in the path field
+    EXPECT_TRUE(container_id_like(id));
+    EXPECT_TRUE(container_id_like("0123456789ab"));
+    EXPECT_FALSE(container_id_like("job1"));
+    EXPECT_FALSE(container_id_like("0123456789AB"));
+    EXPECT_FALSE(container_id_like(id + "0"));
+}
+
+// --- registration ----------------------------------------------------------
+
+TEST_F(DaemonTest, RegistrationNeedsThePeerToHoldTheSlotLock) {
+    make_group("job1");
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    fake_process(4343, 556, "0::/\n"); // holds nothing
+    EXPECT_EQ(register_as(4343, slot), "ERR not-slot-owner\n");
+    EXPECT_EQ(register_as(4242, (slot + 1) % kMaxSlots), "ERR slot-not-live\n");
+    EXPECT_EQ(register_as(0, slot), "ERR no-peer-pid\n");
+    EXPECT_EQ(register_as(4242, slot), "OK\n");
+    EXPECT_EQ(core().registrations("job1"), (std::map<int, int32_t>{{slot, 4242}}));
+    EXPECT_EQ(file->slots[slot].host_pid.load(), 4242);
+}
+
+TEST_F(DaemonTest, RegistrationNeverCreatesAGroup) {
+    make_group("job1");
+    std::string text = request("nosuch", 3);
+    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{1, 0, 0}),
+              "ERR no-such-group\n");
+    struct stat status {};
+    EXPECT_NE(::lstat((config.state_dir + "/nosuch").c_str(), &status), 0);
+    std::string garbage = "hello";
+    EXPECT_EQ(core().handle_datagram(garbage.data(), garbage.size(), PeerCredentials{1, 0, 0}),
+              "ERR unknown-request\n");
+}
+
+// A process of group A that holds A's slot cannot register into group B,
+// even at the same slot number: its lock is on A's file.
+TEST_F(DaemonTest, RegistrationCannotReachAnotherGroup) {
+    make_group("groupa");
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    GroupState other;
+    Problem problem;
+    ASSERT_TRUE(other.open(config.state_dir.c_str(), "groupb", problem)) << problem.text;
+    ASSERT_TRUE(other.register_process(problem));
+    std::string text = request("groupb", other.own_slot());
+    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0}),
+              "ERR not-slot-owner\n");
+    EXPECT_TRUE(core().registrations("groupb").empty());
+}
+
+TEST_F(DaemonTest, DeadProcessIsDropped) {
+    make_group("job1");
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    ASSERT_EQ(register_as(4242, slot), "OK\n");
+    core().sample();
+    EXPECT_EQ(core().registrations("job1").size(), 1u);
+    // The pid is reused by another process: not the registrant any more.
+    fake_process(4242, 999, "0::/\n", slot);
+    core().sample();
+    EXPECT_TRUE(core().registrations("job1").empty());
+    EXPECT_EQ(file->slots[slot].host_pid.load(), 0);
+    // Registered again, then gone entirely.
+    ASSERT_EQ(register_as(4242, slot), "OK\n");
+    kill_fake(4242);
+    core().sample();
+    EXPECT_TRUE(core().registrations("job1").empty());
+}
+
+TEST_F(DaemonTest, ReleasedSlotIsDropped) {
+    make_group("job1");
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    ASSERT_EQ(register_as(4242, slot), "OK\n");
+    app.close(); // the process let go of its slot (exit)
+    core().sample();
+    EXPECT_TRUE(core().registrations("job1").empty());
+}
+
+// --- mapping by cgroup and registration, memory ---------------------------
+
+TEST_F(DaemonTest, ProcessesFoundByCgroupAndByRegistration) {
+    make_group(kContainer);
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    ASSERT_EQ(register_as(4242, slot), "OK\n");
+    fake_process(5000, 600, std::string("0::/system.slice/docker-") + kContainer + ".scope\n");
+    fake_process(6000, 601, "0::/system.slice/docker-ffffffffffffffffffff.scope\n");
+    nvml.running = {{4242, 10 * kOneMiB}, {5000, 20 * kOneMiB}, {6000, 40 * kOneMiB}, {7000, 1}};
+    PassReport report = core().sample();
+    const PassDevice* device = device_of(report);
+    ASSERT_NE(device, nullptr);
+    std::map<int32_t, bool> found;
+    for (const PassProcess& process : device->processes) {
+        found[process.pid] = process.registered;
+    }
+    EXPECT_EQ(found, (std::map<int32_t, bool>{{4242, true}, {5000, false}}));
+    EXPECT_EQ(device->measured, 30 * kOneMiB);
+    // A process that leaves the GPU is not the group's any more.
+    nvml.running = {{4242, 10 * kOneMiB}};
+    report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_EQ(device_of(report)->processes.size(), 1u);
+}
+
+TEST_F(DaemonTest, ShortGroupNamesAreNotMatchedByCgroup) {
+    make_group("job1");
+    fake_process(5000, 600, "0::/user.slice/job1.scope\n");
+    nvml.running = {{5000, 20 * kOneMiB}};
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_TRUE(device_of(report)->processes.empty());
+}
+
+TEST_F(DaemonTest, ExternalMemoryIsChargedAndUncharged) {
+    make_group(kContainer, 4096 * kOneMiB);
+    ASSERT_EQ(app.charge(0, 100 * kOneMiB), Admission::Admitted);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 300 * kOneMiB}};
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_EQ(device_of(report)->counted, 100 * kOneMiB);
+    EXPECT_EQ(device_of(report)->external, 200 * kOneMiB);
+    EXPECT_EQ(app.group_used(0), 300 * kOneMiB);
+    EXPECT_EQ(file->header.compute[0].external_bytes.load(), 200 * kOneMiB);
+    // Less outside the interposer: part is given back.
+    nvml.running = {{5000, 150 * kOneMiB}};
+    core().sample();
+    EXPECT_EQ(app.group_used(0), 150 * kOneMiB);
+    // The process left the GPU: all of it.
+    nvml.running = {};
+    core().sample();
+    EXPECT_EQ(app.group_used(0), 100 * kOneMiB);
+    EXPECT_EQ(file->header.compute[0].external_bytes.load(), 0u);
+    // The daemon stopping returns whatever it charged.
+    nvml.running = {{5000, 300 * kOneMiB}};
+    core().sample();
+    EXPECT_EQ(app.group_used(0), 300 * kOneMiB);
+    daemon.reset();
+    EXPECT_EQ(app.group_used(0), 100 * kOneMiB);
+}
+
+TEST_F(DaemonTest, WithoutNvmlOnlyRegistrations) {
+    make_group(kContainer);
+    nvml.present = false;
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 300 * kOneMiB}};
+    PassReport report = core().sample();
+    EXPECT_FALSE(report.nvml);
+    EXPECT_EQ(app.group_used(0), 0u);
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    EXPECT_EQ(register_as(4242, slot), "OK\n");
+}
+
+// --- OOM policy ------------------------------------------------------------
+
+TEST_F(DaemonTest, OomPolicyFiresAfterTheGracePeriodAndNotBefore) {
+    make_group(kContainer, 1024 * kOneMiB);
+    int slot = app.own_slot();
+    fake_process(4242, 555, "0::/\n", slot);
+    ASSERT_EQ(register_as(4242, slot), "OK\n");
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{4242, 100 * kOneMiB}, {5000, 2048 * kOneMiB}};
+    effects.now = 10 * kSecond;
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_TRUE(device_of(report)->over_cap);
+    for (uint64_t t = 11; t < 15; ++t) {
+        effects.now = t * kSecond;
+        EXPECT_TRUE(core().sample().actions.empty()) << t;
+    }
+    EXPECT_TRUE(effects.killed.empty());
+    EXPECT_TRUE(effects.scripts.empty());
+    effects.now = 15 * kSecond;
+    report = core().sample();
+    EXPECT_FALSE(report.actions.empty());
+    ASSERT_EQ(effects.scripts, std::vector<std::string>{"/usr/local/bin/notify"});
+    std::set<std::string> variables(effects.script_variables.begin(),
+                                    effects.script_variables.end());
+    EXPECT_EQ(variables.count(std::string("GPU_LIMIT_OOM_DEVICE=") + kUuid), 1u);
+    EXPECT_EQ(variables.count("GPU_LIMIT_OOM_CAP=" + std::to_string(1024 * kOneMiB)), 1u);
+    EXPECT_EQ(variables.count("GPU_LIMIT_OOM_USAGE=" + std::to_string(2148 * kOneMiB)), 1u);
+    EXPECT_EQ(variables.count(std::string("GPU_LIMIT_OOM_GROUP=") + kContainer), 1u);
+    std::set<std::pair<int32_t, uint64_t>> killed(effects.killed.begin(), effects.killed.end());
+    EXPECT_EQ(killed, (std::set<std::pair<int32_t, uint64_t>>{{4242, 555}, {5000, 600}}));
+    // One line per action: the finding, the script, each kill.
+    EXPECT_EQ(report.actions.size(), 4u);
+}
+
+TEST_F(DaemonTest, OomGraceRestartsWhenUsageDropsBelowTheCap) {
+    make_group(kContainer, 1024 * kOneMiB);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 2048 * kOneMiB}};
+    effects.now = 10 * kSecond;
+    core().sample();
+    effects.now = 14 * kSecond;
+    nvml.running = {{5000, 10 * kOneMiB}};
+    core().sample();
+    nvml.running = {{5000, 2048 * kOneMiB}};
+    effects.now = 16 * kSecond;
+    core().sample();
+    effects.now = 20 * kSecond;
+    EXPECT_TRUE(core().sample().actions.empty());
+    EXPECT_TRUE(effects.killed.empty());
+    effects.now = 21 * kSecond;
+    EXPECT_FALSE(core().sample().actions.empty());
+    EXPECT_EQ(effects.killed.size(), 1u);
+}
+
+// --- compute ---------------------------------------------------------------
+
+TEST_F(DaemonTest, StepsDriveTheGate) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 1 * kOneMiB}};
+    nvml.samples = {{5000, 100, 1}};
+    ComputeRecord& record = file->header.compute[0];
+    ASSERT_EQ(record.cap_percent.load(), 25u);
+    bool closed_once = false;
+    for (int step = 0; step < 40; ++step) {
+        effects.now = 1 * kSecond + static_cast<uint64_t>(step) * 100'000'000;
+        PassReport report = core().sample();
+        ASSERT_NE(device_of(report), nullptr);
+        EXPECT_TRUE(device_of(report)->driven);
+        EXPECT_EQ(record.driver.load(), 2u);
+        EXPECT_EQ(record.heartbeat_ns.load(), effects.now);
+        closed_once = closed_once || record.gate.load() == 1;
+    }
+    // A group busy all the time at a cap of 25%: the gate must close.
+    EXPECT_TRUE(closed_once);
+    EXPECT_TRUE(app.daemon_lock_held());
+    EXPECT_GT(record.busy_ns.load(), 0u);
+    // Idle: it opens again (the controller's own settling is compute's
+    // tests'; here only that the daemon passes the decision on).
+    nvml.samples = {};
+    bool opened = false;
+    for (int step = 40; step < 200 && !opened; ++step) {
+        effects.now = 1 * kSecond + static_cast<uint64_t>(step) * 100'000'000;
+        PassReport report = core().sample();
+        opened = record.gate.load() == 0;
+        ASSERT_NE(device_of(report), nullptr);
+        EXPECT_EQ(device_of(report)->gate_open, opened);
+    }
+    EXPECT_TRUE(opened);
+    // The daemon gone: the gate is open and handed back.
+    daemon.reset();
+    EXPECT_EQ(record.driver.load(), 0u);
+    EXPECT_EQ(record.gate.load(), 0u);
+    EXPECT_FALSE(app.daemon_lock_held());
+}
+
+TEST_F(DaemonTest, NoComputeCapNoDriving) {
+    make_group(kContainer, 1024 * kOneMiB, 0);
+    nvml.samples = {{5000, 100, 1}};
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_FALSE(device_of(report)->driven);
+    EXPECT_EQ(file->header.compute[0].driver.load(), 0u);
+}
+
+TEST_F(DaemonTest, GroupsComeAndGo) {
+    make_group("job1");
+    core().sample();
+    EXPECT_EQ(core().group_count(), 1u);
+    app.close();
+    std::string command = "rm -rf '" + config.state_dir + "/job1'";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    core().sample();
+    EXPECT_EQ(core().group_count(), 0u);
+}
+
+// --- the socket ------------------------------------------------------------
+
+namespace {
+
+class SocketTest : public DaemonTest {
+  protected:
+    void SetUp() override {
+        DaemonTest::SetUp();
+        path = tmp / "daemon.sock";
+        auto listening = RegistrationServer::listen(path);
+        ASSERT_TRUE(listening) << listening.error().message;
+        server = std::make_unique<RegistrationServer>(std::move(*listening));
+    }
+
+    static std::string handler(void* context, const char* data, size_t size,
+                               const PeerCredentials& peer) {
+        auto* self = static_cast<SocketTest*>(context);
+        ++self->handled;
+        return self->core().handle_datagram(data, size, peer);
+    }
+
+    void service(uint64_t now = 1) { server->service(now, handler, this); }
+
+    int connect_client() {
+        int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+            ::close(fd);
+            return -1;
+        }
+        return fd;
+    }
+
+    // Sends `data`, lets the server work, returns the reply ("" for none).
+    std::string exchange(const std::string& data) {
+        int fd = connect_client();
+        EXPECT_GE(fd, 0);
+        ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+        std::string reply = await_reply(fd);
+        ::close(fd);
+        return reply;
+    }
+
+    std::string await_reply(int fd) {
+        for (int round = 0; round < 200; ++round) {
+            service();
+            pollfd entry{fd, POLLIN, 0};
+            if (::poll(&entry, 1, 5) > 0) {
+                char buffer[256];
+                ssize_t got = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+                return got > 0 ? std::string(buffer, static_cast<size_t>(got)) : "";
+            }
+        }
+        return "(timeout)";
+    }
+
+    static size_t open_fds() {
+        size_t count = 0;
+        for (int fd = 0; fd < 4096; ++fd) {
+            count += ::fcntl(fd, F_GETFD) >= 0 ? 1 : 0;
+        }
+        return count;
+    }
+
+    std::string path;
+    std::unique_ptr<RegistrationServer> server;
+    int handled = 0;
+};
+
+} // namespace
+
+TEST_F(SocketTest, SocketIsWorldConnectable) {
+    struct stat status {};
+    ASSERT_EQ(::lstat(path.c_str(), &status), 0);
+    EXPECT_TRUE(S_ISSOCK(status.st_mode));
+    EXPECT_EQ(status.st_mode & 0777, 0666u);
+    server->unlink_socket();
+    EXPECT_NE(::lstat(path.c_str(), &status), 0);
+}
+
+// The real thing: this process holds its slot's lock, /proc is the real one,
+// the pid comes from SO_PEERCRED.
+TEST_F(SocketTest, RegistersThroughTheSocketWithPeerCredentials) {
+    auto real_root = Sysroot::open("/");
+    ASSERT_TRUE(real_root);
+    root = std::make_unique<Sysroot>(std::move(*real_root));
+    make_group("job1");
+    EXPECT_EQ(exchange(request("job1", app.own_slot())), "OK\n");
+    EXPECT_EQ(core().registrations("job1"),
+              (std::map<int, int32_t>{{app.own_slot(), static_cast<int32_t>(::getpid())}}));
+    // Another slot of the same group, which this process does not hold.
+    GroupState other;
+    Problem problem;
+    ASSERT_TRUE(other.open(config.state_dir.c_str(), "job1", problem));
+    ASSERT_TRUE(other.register_process(problem));
+    other.close();
+    EXPECT_EQ(exchange(request("job1", (app.own_slot() + 1) % kMaxSlots)), "ERR slot-not-live\n");
+}
+
+TEST_F(SocketTest, MalformedTrafficIsAnsweredAndNeverCrashes) {
+    make_group("job1");
+    EXPECT_EQ(exchange("garbage\n"), "ERR unknown-request\n");
+    EXPECT_EQ(exchange(std::string(4000, 'x')), "ERR request-too-long\n");
+    EXPECT_EQ(exchange("GPULIMIT1 REGISTER job1 1"), "ERR no-final-newline\n");
+    std::string binary(100, '\0');
+    EXPECT_EQ(exchange(binary), "ERR unknown-request\n");
+    std::mt19937 random(99);
+    for (int round = 0; round < 300; ++round) {
+        std::string data(1 + random() % 200, '\0');
+        for (char& c : data) {
+            c = static_cast<char>(random() % 256);
+        }
+        std::string reply = exchange(data);
+        EXPECT_EQ(reply.substr(0, 4), "ERR ") << round;
+    }
+    EXPECT_EQ(server->connections(), 0u);
+}
+
+TEST_F(SocketTest, SilentAndHalfOpenConnectionsTimeOut) {
+    std::vector<int> clients;
+    clients.reserve(10);
+    for (int i = 0; i < 10; ++i) {
+        clients.push_back(connect_client());
+    }
+    service(1);
+    EXPECT_EQ(server->connections(), 10u);
+    service(1 + RegistrationServer::kConnectionTimeoutNs + 1);
+    EXPECT_EQ(server->connections(), 0u);
+    for (int fd : clients) {
+        char byte = 0;
+        EXPECT_EQ(::recv(fd, &byte, 1, 0), 0); // closed by the daemon
+        ::close(fd);
+    }
+}
+
+TEST_F(SocketTest, FloodOfConnectionsStaysBounded) {
+    std::vector<int> clients;
+    for (size_t i = 0; i < RegistrationServer::kMaxConnections + 40; ++i) {
+        int fd = connect_client();
+        if (fd < 0) {
+            break; // the backlog is full: the kernel bounds it too
+        }
+        clients.push_back(fd);
+        if (i % 16 == 0) {
+            service();
+        }
+    }
+    for (int round = 0; round < 10; ++round) {
+        service();
+    }
+    EXPECT_LE(server->connections(), RegistrationServer::kMaxConnections);
+    size_t busy = 0;
+    for (int fd : clients) {
+        char buffer[64];
+        ssize_t got = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+        busy += got > 0 && std::string(buffer, static_cast<size_t>(got)) == "ERR busy\n" ? 1 : 0;
+        ::close(fd);
+    }
+    EXPECT_GT(busy, 0u);
+    service(RegistrationServer::kConnectionTimeoutNs * 3);
+    EXPECT_EQ(server->connections(), 0u);
+    // Still serving.
+    EXPECT_EQ(exchange("x\n"), "ERR unknown-request\n");
+}
+
+TEST_F(SocketTest, PassedFileDescriptorsAreNotKept) {
+    size_t before = open_fds();
+    for (int round = 0; round < 20; ++round) {
+        int fd = connect_client();
+        ASSERT_GE(fd, 0);
+        int passed[2] = {::open("/dev/null", O_RDONLY | O_CLOEXEC), ::dup(fd)};
+        char control[CMSG_SPACE(sizeof passed)] = {};
+        char data[] = "GPULIMIT1 REGISTER job1 1\n";
+        iovec vector{data, sizeof data - 1};
+        msghdr message{};
+        message.msg_iov = &vector;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof control;
+        cmsghdr* header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof passed);
+        std::memcpy(CMSG_DATA(header), passed, sizeof passed);
+        ASSERT_GT(::sendmsg(fd, &message, MSG_NOSIGNAL), 0);
+        ::close(passed[0]);
+        ::close(passed[1]);
+        EXPECT_EQ(await_reply(fd).substr(0, 4), "ERR ");
+        ::close(fd);
+    }
+    EXPECT_EQ(open_fds(), before);
+}
+
+} // namespace gpuinit::limit
