@@ -23,6 +23,7 @@ using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 using CUgraphNode = struct CUgraphNode_st*;
 using CUmemGenericAllocationHandle = unsigned long long;
+using CUfunction = struct CUfunc_st*;
 
 enum : CUresult {
     CUDA_SUCCESS = 0,
@@ -133,6 +134,27 @@ struct CUDA_GRAPH_INSTANTIATE_PARAMS {
     int result_out;
 };
 
+// Kernel launches (the compute cap). cuLaunchKernelEx's configuration: only
+// hStream is read.
+struct CUlaunchAttribute;
+struct CUlaunchConfig {
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute* attrs;
+    unsigned int numAttrs;
+};
+enum : int {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+
 // NVML, the part the limiter reports through.
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
@@ -141,6 +163,7 @@ enum : nvmlReturn_t {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_UNKNOWN = 999,
 };
@@ -159,5 +182,18 @@ struct nvmlMemory_v2_t {
 #define GPULIMIT_NVML_STRUCT_VERSION(type, ver) (unsigned int)(sizeof(type) | ((ver) << 24U))
 #define GPULIMIT_NVML_MEMORY_V2 GPULIMIT_NVML_STRUCT_VERSION(nvmlMemory_v2_t, 2)
 inline constexpr unsigned kNvmlDeviceUuidBufferSize = 96;
+// Compute measurement (the in-process compute driver).
+struct nvmlProcessUtilizationSample_t {
+    unsigned int pid;
+    unsigned long long timeStamp; // CPU timestamp of the sample, microseconds
+    unsigned int smUtil;          // percent of the sample period a kernel of pid ran
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+};
+struct nvmlUtilization_t {
+    unsigned int gpu; // percent of the last sample period any kernel ran
+    unsigned int memory;
+};
 
 } // extern "C"

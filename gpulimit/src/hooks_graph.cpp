@@ -22,6 +22,24 @@ CUresult then_reconcile(RealCall&& real_call) {
     return result;
 }
 
+// A graph's launch runs its kernels: it waits at the compute gate like a
+// kernel launch (hooks_launch.cpp).
+template <typename RealCall>
+CUresult gated_then_reconcile(CUstream stream, bool per_thread, RealCall&& real_call) {
+    Runtime* runtime = nullptr;
+    if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
+        return refused;
+    }
+    if (runtime != nullptr && runtime->compute_capped) {
+        gpulimit::gate_launch(*runtime, stream, per_thread);
+    }
+    const CUresult result = real_call();
+    if (runtime != nullptr && result == CUDA_SUCCESS) {
+        runtime->reconcile_graph_memory();
+    }
+    return result;
+}
+
 } // namespace
 
 GPULIMIT_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
@@ -57,12 +75,13 @@ GPULIMIT_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph
 }
 
 GPULIMIT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-    return then_reconcile([&] { return GPULIMIT_CALL_REAL(cuGraphLaunch, hGraphExec, hStream); });
+    return gated_then_reconcile(
+        hStream, false, [&] { return GPULIMIT_CALL_REAL(cuGraphLaunch, hGraphExec, hStream); });
 }
 
 GPULIMIT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-    return then_reconcile(
-        [&] { return GPULIMIT_CALL_REAL(cuGraphLaunch_ptsz, hGraphExec, hStream); });
+    return gated_then_reconcile(
+        hStream, true, [&] { return GPULIMIT_CALL_REAL(cuGraphLaunch_ptsz, hGraphExec, hStream); });
 }
 
 GPULIMIT_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {

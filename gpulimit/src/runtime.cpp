@@ -97,6 +97,7 @@ void after_fork_in_child() {
         runtime.devices[i].graph_counted.store(0, std::memory_order_relaxed);
     }
     runtime.oom_episode.store(false, std::memory_order_relaxed);
+    compute_driver_after_fork();
     limit::Problem problem;
     if (!runtime.state.reopen_after_fork(problem)) {
         say_problem(problem);
@@ -187,8 +188,10 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
             if (!limit::device_cap(runtime.settings, device.physical_total, device.cap, problem)) {
                 return false;
             }
+            device.compute_percent = runtime.settings.compute_percent;
         } else {
             device.cap = 0;
+            device.compute_percent = 0;
         }
     }
 
@@ -205,10 +208,17 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
     }
     for (int ordinal = 0; ordinal < count; ++ordinal) {
         DeviceInfo& device = runtime.devices[ordinal];
-        device.group_index =
-            runtime.state.attach_device(device.uuid, device.cap, device.physical_total, problem);
+        device.group_index = runtime.state.attach_device(
+            device.uuid, device.cap, device.physical_total, device.compute_percent, problem);
         if (device.group_index < 0) {
             return false;
+        }
+        if (device.compute_percent != 0) {
+            device.compute = runtime.state.compute(device.group_index);
+            if (device.compute != nullptr) {
+                runtime.compute_records[runtime.compute_count++] = device.compute;
+                runtime.compute_capped = true;
+            }
         }
     }
     return true;
@@ -373,6 +383,46 @@ DeviceInfo* Runtime::of_stream(CUstream stream, bool per_thread) {
     DeviceInfo* device = current();
     CUcontext popped = nullptr;
     r.cuCtxPopCurrent_v2(&popped);
+    return device;
+}
+
+DeviceInfo* Runtime::launch_device(CUstream stream, bool per_thread) {
+    if (device_count == 1) {
+        return &devices[0];
+    }
+    const RealCuda& r = real();
+    const auto get_ctx =
+        per_thread && r.cuStreamGetCtx_ptsz != nullptr ? r.cuStreamGetCtx_ptsz : r.cuStreamGetCtx;
+    CUcontext context = nullptr;
+    if (get_ctx == nullptr || get_ctx(stream, &context) != CUDA_SUCCESS || context == nullptr) {
+        return current();
+    }
+    for (ContextDevice& entry : context_devices) {
+        const CUcontext known = entry.context.load(std::memory_order_acquire);
+        if (known == nullptr) {
+            break; // filled in order
+        }
+        if (known == context) {
+            DeviceInfo* device = entry.device.load(std::memory_order_acquire);
+            if (device != nullptr) {
+                return device;
+            }
+        }
+    }
+    DeviceInfo* device = of_stream(stream, per_thread);
+    if (device == nullptr) {
+        return nullptr;
+    }
+    for (ContextDevice& entry : context_devices) {
+        CUcontext expected = nullptr;
+        if (entry.context.compare_exchange_strong(expected, context, std::memory_order_acq_rel)) {
+            entry.device.store(device, std::memory_order_release);
+            break;
+        }
+        if (expected == context) {
+            break; // another thread adds it
+        }
+    }
     return device;
 }
 

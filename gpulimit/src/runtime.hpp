@@ -9,6 +9,7 @@
 
 #include "allocations.hpp"
 #include "cuda_abi.hpp"
+#include "gpuinit/limit/compute.hpp"
 #include "gpuinit/limit/egpu.hpp"
 #include "gpuinit/limit/group_state.hpp"
 #include "real.hpp"
@@ -39,6 +40,11 @@ struct DeviceInfo {
     uint64_t granularity = 0; // cuMemGetAllocationGranularity (MINIMUM), 2 MiB fallback
     std::atomic<uint64_t> graph_counted{0}; // graph memory reserve charged so far
     char uuid[limit::kUuidSize] = {};       // "GPU-...", lower case
+    // The compute cap (GPU_UTIL_PER_DEVICE, 0: none; 0 too for a device
+    // NVIDIA_VISIBLE_DEVICES does not list) and the device's compute record
+    // in the group's state, set with it.
+    uint32_t compute_percent = 0;
+    limit::ComputeRecord* compute = nullptr;
 
     // What this process may be told the device has: the cap, never above physical.
     uint64_t reported_total() const { return cap < physical_total ? cap : physical_total; }
@@ -58,6 +64,21 @@ struct Runtime {
     pthread_mutex_t graph_mutex = PTHREAD_MUTEX_INITIALIZER;
     std::atomic<uint64_t> last_pool_reconcile_ns{0};
     std::atomic<bool> oom_episode{false};
+    // Whether some device has a compute cap: without one a launch costs one
+    // load of this flag after enter(). Fixed once the runtime is ready.
+    bool compute_capped = false;
+    // The compute devices' records, for the launch fast path (all open: pass).
+    int compute_count = 0;
+    limit::ComputeRecord* compute_records[limit::kMaxGroupDevices] = {};
+    // Context -> device, for launches on streams of other contexts than the
+    // current one (filled on first use; never emptied: a context address
+    // reused for a context on another device is not noticed).
+    struct ContextDevice {
+        std::atomic<CUcontext> context{nullptr};
+        std::atomic<DeviceInfo*> device{nullptr};
+    };
+    static constexpr int kContextCache = 64;
+    ContextDevice context_devices[kContextCache];
 
     DeviceInfo* by_handle(CUdevice handle);
     DeviceInfo* by_ordinal(int ordinal);
@@ -69,6 +90,9 @@ struct Runtime {
     // The device of a stream's context, leaving the caller's current
     // context as it was; falls back to the current context's device.
     DeviceInfo* of_stream(CUstream stream, bool per_thread);
+    // The device a launch on `stream` runs on: the only device when there is
+    // one, else the stream's context's (cached per context).
+    DeviceInfo* launch_device(CUstream stream, bool per_thread);
 
     // Admission before a real allocation: charges `bytes` (already rounded)
     // or, over the cap, reconciles pools once and retries, then refuses:
@@ -95,6 +119,20 @@ CUresult enter(Runtime*& runtime);
 
 // cuInit's own path: initializes with the caller's flags.
 CUresult initialize_from_cuinit(unsigned int flags);
+
+// The compute gate of a kernel or graph launch on `stream` (hooks_launch.cpp):
+// returns at once when no device has a compute cap or every capped device's
+// gate is open; else finds the launch's device and, unless the stream is
+// capturing a graph (capture is never disturbed), waits at its gate.
+void gate_launch(Runtime& runtime, CUstream stream, bool per_thread);
+
+// The in-process compute driver (compute_driver.cpp): one thread per
+// process, started on the first capped launch (never at load time) and again
+// in a fork child. Cheap to call on every capped launch.
+void ensure_compute_driver(Runtime& runtime);
+// In a fork child (the thread did not survive fork): the next capped launch
+// starts one.
+void compute_driver_after_fork();
 
 // What a hook returns for a refused allocation (never returns under the
 // kill policy).

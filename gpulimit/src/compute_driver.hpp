@@ -1,0 +1,34 @@
+// The in-process compute driver: when a device of the group has a compute
+// cap and the host daemon does not drive the group, one process of the
+// group measures the group's busy time through NVML and steps the
+// controller that opens and closes the gate (see compute_driver.cpp).
+// Declared in runtime.hpp (ensure_compute_driver, compute_driver_after_fork);
+// this header holds what the driver's measurement needs beyond that.
+#pragma once
+
+#include "runtime.hpp"
+
+#include <cstdint>
+
+namespace gpulimit {
+
+// NVML's per-process sampling, for one device, as the driver sees it: the
+// group's busy time in the samples that arrived since the previous call.
+struct ComputeSampler {
+    static constexpr int kPidMemory = 64; // processes whose last sample is remembered
+
+    nvmlDevice_t nvml = nullptr;
+    bool nvml_tried = false;
+    bool ever_matched = false;
+    unsigned long long last_seen_us = 0; // NVML's lastSeenTimeStamp
+    uint64_t last_poll_ns = 0;
+    uint64_t started_ns = 0; // when this process began to drive the device
+    struct PidSample {
+        unsigned int pid;
+        unsigned long long timestamp_us;
+    };
+    PidSample pids[kPidMemory] = {};
+    int pid_next = 0;
+};
+
+} // namespace gpulimit
