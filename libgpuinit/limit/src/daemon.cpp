@@ -527,11 +527,23 @@ PassReport DaemonCore::sample() {
     for (const NvmlDevice& device : devices) {
         std::vector<NvmlProcess> processes;
         std::vector<NvmlSample> samples;
-        if (!nvml_.processes(device.index, processes)) {
+        bool listed = nvml_.processes(device.index, processes);
+        // Samples since the previous pass; a process's samples averaged.
+        bool sampled = nvml_.utilization(device.index, last_sample_us_, samples);
+        if (!listed && !sampled) {
             continue;
         }
-        // Samples since the previous pass; a process's samples averaged.
-        nvml_.utilization(device.index, last_sample_us_, samples);
+        if (!listed) {
+            // No process list (an NVML without it): the sampled processes,
+            // memory unknown, so compute is driven and memory left alone.
+            for (const NvmlSample& sample : samples) {
+                if (std::none_of(processes.begin(), processes.end(), [&](const NvmlProcess& known) {
+                        return known.pid == sample.pid;
+                    })) {
+                    processes.push_back({sample.pid, kNvmlUnknownBytes});
+                }
+            }
+        }
         std::map<int32_t, std::pair<uint64_t, uint64_t>> utilization; // pid -> (sum, count)
         for (const NvmlSample& sample : samples) {
             auto& [sum, count] = utilization[sample.pid];

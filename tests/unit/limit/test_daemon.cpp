@@ -56,7 +56,7 @@ class FakeNvml final : public NvmlSource {
     bool available() const override { return present; }
     std::vector<NvmlDevice> devices() override { return {{0, kUuid}}; }
     bool processes(unsigned index, std::vector<NvmlProcess>& out) override {
-        if (index != 0) {
+        if (index != 0 || !lists) {
             return false;
         }
         out = running;
@@ -68,6 +68,7 @@ class FakeNvml final : public NvmlSource {
         return true;
     }
     bool present = true;
+    bool lists = true; // nvmlDeviceGetComputeRunningProcesses exists
     std::vector<NvmlProcess> running;
     std::vector<NvmlSample> samples;
     uint64_t last_since = 0;
@@ -587,6 +588,26 @@ TEST_F(DaemonTest, StepsDriveTheGate) {
     EXPECT_EQ(record.driver.load(), 0u);
     EXPECT_EQ(record.gate.load(), 0u);
     EXPECT_FALSE(app.daemon_lock_held());
+}
+
+// An NVML without the process list: the sampled processes still drive the
+// gate; memory is left alone.
+TEST_F(DaemonTest, WithoutAProcessListSamplesStillDrive) {
+    make_group(kContainer, 1024 * kOneMiB, 10);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.lists = false;
+    nvml.samples = {{5000, 100, 1}};
+    bool closed_once = false;
+    for (int step = 0; step < 40; ++step) {
+        effects.now = kSecond + static_cast<uint64_t>(step) * 100'000'000;
+        PassReport report = core().sample();
+        ASSERT_NE(device_of(report), nullptr);
+        ASSERT_EQ(device_of(report)->processes.size(), 1u);
+        EXPECT_EQ(device_of(report)->external, 0u);
+        closed_once = closed_once || !device_of(report)->gate_open;
+    }
+    EXPECT_TRUE(closed_once);
+    EXPECT_EQ(app.group_used(0), 0u);
 }
 
 TEST_F(DaemonTest, NoComputeCapNoDriving) {
