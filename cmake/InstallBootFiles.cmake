@@ -44,6 +44,8 @@ set(data OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 render(initscripts/gpu-restriction gpu-restriction "${SYSCONFDIR}/init.d" ${exec})
 render(initscripts/systemd/gpu-restriction.service gpu-restriction.service "${unitdir}" ${data})
 render(initscripts/systemd/gpu-persist.service gpu-persist.service "${unitdir}" ${data})
+render(initscripts/systemd/gpu-limit-daemon.service gpu-limit-daemon.service "${unitdir}" ${data})
+render(initscripts/gpu-limit-daemon gpu-limit-daemon "${SYSCONFDIR}/init.d" ${exec})
 render(initscripts/systemd/gpu-persist.sysusers.conf gpu-persist.conf "${sysusersdir}" ${data})
 render(udev/71-gpu-restriction.rules 71-gpu-restriction.rules "${udevdir}/rules.d" ${data})
 render(initscripts/initramfs-tools/gpu-restriction gpu-restriction

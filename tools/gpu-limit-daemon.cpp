@@ -40,9 +40,6 @@ namespace {
 
 namespace limit = gpuinit::limit;
 
-// The static build never loads NVML (no dlopen there): the daemon needs the
-// dynamic gpu-limit. Its own exit status, so that init scripts can say so.
-constexpr int kLimitDaemonNeedsDynamic = 4;
 constexpr uint32_t kOomScriptTimeoutMs = 10'000;
 
 constexpr const char* kUsage =

@@ -4,6 +4,7 @@
 #include "common/cli.hpp"
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
+#include "common/limit_commands.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/limit/launch.hpp"
 #include "render/limit_report.hpp"
@@ -26,8 +27,11 @@ namespace {
 constexpr const char* kUsage =
     "Usage: gpu-limit run [OPTION]... -- CMD [ARG]...\n"
     "       gpu-limit status [--group NAME] [--state-dir DIR] [--json]\n"
+    "       gpu-limit daemon [OPTION]...      (the host daemon; see --help there)\n"
+    "       gpu-limit oci-hook precreate|poststop  (podman/CRI-O hook)\n"
+    "       gpu-limit runtime [RUNC ARGS]...  (docker's OCI runtime shim)\n"
     "run starts CMD with libgpulimit.so preloaded and the eGPU variables set\n"
-    "(AMP_VGPU_ENABLE=1 and a memory cap, see gpulimit(7)): every process of the\n"
+    "(AMP_VGPU_ENABLE=1, a memory cap and a compute share, see gpulimit(7)): every process of the\n"
     "group shares the cap on each GPU. status shows every group under the state\n"
     "directory: each GPU's cap, usage, peak and refusals, and each process's usage.\n"
     "\n"
@@ -37,6 +41,8 @@ constexpr const char* kUsage =
     "      --mem-ratio C/D  cap per GPU: C/D of its memory (ALIYUN_COM_GPU_MEM_CONTAINER\n"
     "                       and _DEV); without either, usage is counted, not capped\n"
     "      --reserved MIB   kept back from the cap, in MiB (default 10)\n"
+    "      --util PERCENT   compute share per GPU, 1 to 95 (GPU_UTIL_PER_DEVICE;\n"
+    "                       0 or above 95: no compute cap)\n"
     "      --oom-script PATH  run PATH (absolute) when an allocation is refused\n"
     "      --oom-policy P   return (the allocation fails, the default) or kill\n"
     "      --library PATH   the interposer (default: $GPU_LIMIT_LIBRARY, else\n"
@@ -94,9 +100,9 @@ int run_job(const CommonOptions& common, const limit::RunRequest& request, bool 
         return fail(common, plan.error(), kLimitCannotRun);
     }
     Diagnostics diagnostics;
-    if (plan->rule == limit::MemoryRule::None) {
-        diagnostics.warning("no cap given (--mem, --mem-ratio or the eGPU variables): the "
-                            "group's usage is counted, not capped");
+    if (plan->rule == limit::MemoryRule::None && plan->compute_percent == 0) {
+        diagnostics.warning("no cap given (--mem, --mem-ratio, --util or the eGPU variables): "
+                            "the group's usage is counted, not capped");
     }
     std::vector<std::string> words(
         command, command + [&] {
@@ -153,9 +159,24 @@ int run_status(const CommonOptions& common, const std::optional<std::string>& gr
 }
 
 int run(int argc, char** argv) {
+    // The host-side commands have option sets of their own (the runtime
+    // shim's are runc's): hand them the rest of the command line untouched.
+    if (argc >= 2) {
+        std::string_view first = argv[1];
+        if (first == "daemon") {
+            return limit_daemon_main(argc - 1, argv + 1);
+        }
+        if (first == "oci-hook") {
+            return limit_oci_hook_main(argc - 1, argv + 1);
+        }
+        if (first == "runtime") {
+            return limit_runtime_main(argc - 1, argv + 1);
+        }
+    }
     enum {
         kOptMemRatio = 256,
         kOptReserved,
+        kOptUtil,
         kOptStateDir,
         kOptOomScript,
         kOptOomPolicy,
@@ -175,6 +196,7 @@ int run(int argc, char** argv) {
     cli.add_options("m:g:", {{"mem", required_argument, nullptr, 'm'},
                              {"mem-ratio", required_argument, nullptr, kOptMemRatio},
                              {"reserved", required_argument, nullptr, kOptReserved},
+                             {"util", required_argument, nullptr, kOptUtil},
                              {"group", required_argument, nullptr, 'g'},
                              {"state-dir", required_argument, nullptr, kOptStateDir},
                              {"oom-script", required_argument, nullptr, kOptOomScript},
@@ -195,6 +217,9 @@ int run(int argc, char** argv) {
             break;
         case kOptReserved:
             request.reserved_mib = optarg;
+            break;
+        case kOptUtil:
+            request.util = optarg;
             break;
         case 'g':
             request.group = optarg;

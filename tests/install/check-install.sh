@@ -21,7 +21,9 @@ DESTDIR=$dest cmake --install "$build" --prefix /usr >"$work/log" 2>&1 ||
 tools=(gpu-mknod gpu-modload gpu-persist gpu-mig gpu-limit)
 expected=(
   "f 644 /etc/default/gpu-restriction"
+  "f 755 /etc/init.d/gpu-limit-daemon"
   "f 755 /etc/init.d/gpu-restriction"
+  "f 644 $unitdir/gpu-limit-daemon.service"
   "f 644 $unitdir/gpu-persist.service"
   "f 644 $unitdir/gpu-restriction.service"
   "f 644 $udevdir/rules.d/71-gpu-restriction.rules"
@@ -29,6 +31,9 @@ expected=(
   "f 644 /usr/lib/modprobe.d/gpu-restriction.conf"
   "f 755 /usr/sbin/gpuinit"
   "f 755 /usr/share/initramfs-tools/hooks/gpu-restriction"
+  "f 644 /usr/share/containers/oci/hooks.d/gpu-limit-poststop.json"
+  "f 644 /usr/share/containers/oci/hooks.d/gpu-limit-precreate.json"
+  "f 644 /usr/share/gpuinit/docker-daemon.json"
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
   "f 644 /usr/share/man/man7/gpulimit.7"
   "f 644 /usr/share/man/man8/gpu-limit.8"

@@ -61,6 +61,7 @@ enum LimitExit : int {
     // A value the library would refuse, an untrusted state directory, no
     // library, an unreadable state directory or group (status --group)
     kLimitCannotRun = 3,
+    kLimitDaemonNeedsDynamic = 4, // daemon: the static build cannot load NVML
     kLimitCommandCannotRun = 126, // run: CMD found but not executable
     kLimitCommandNotFound = 127,  // run: CMD not found
 };

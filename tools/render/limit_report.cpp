@@ -10,6 +10,17 @@ namespace gpuinit::tools {
 
 namespace {
 
+const char* compute_driver_name(uint32_t driver) {
+    switch (driver) {
+    case 1:
+        return "in-process sampling";
+    case 2:
+        return "the host daemon";
+    default:
+        return "nobody yet";
+    }
+}
+
 constexpr const char* kProgram = "gpu-limit";
 
 const char* rule_name(limit::MemoryRule rule) {
@@ -150,6 +161,20 @@ Rendered render_status_text(const limit::StatusReport& report, const Diagnostics
                        human_bytes(device.cap).c_str(), human_bytes(device.used).c_str(),
                        human_bytes(device.peak).c_str(), human_bytes(device.physical_total).c_str(),
                        static_cast<unsigned long long>(device.refusals));
+            if (device.external_bytes != 0) {
+                rendered.out += format("      of which %s measured by the host daemon outside "
+                                       "the interposer's books\n",
+                                       human_bytes(device.external_bytes).c_str());
+            }
+            if (device.compute_percent != 0) {
+                rendered.out += format(
+                    "      compute: cap %u%%, measured %.1f%%, gate %s, %llu launch(es) held, "
+                    "driven by %s\n",
+                    device.compute_percent, static_cast<double>(device.share_ppm) / 10000.0,
+                    device.gate_open ? "open" : "closed",
+                    static_cast<unsigned long long>(device.launches_held),
+                    compute_driver_name(device.compute_driver));
+            }
         }
         for (const limit::ProcessUsage& process : group.processes) {
             if (!process.alive && verbosity <= 0) {
@@ -190,6 +215,14 @@ std::string render_status_json(const limit::StatusReport& report, const Diagnost
             json.key("peak_bytes").value(device.peak);
             json.key("physical_bytes").value(device.physical_total);
             json.key("refusals").value(device.refusals);
+            json.key("external_bytes").value(device.external_bytes);
+            json.key("compute").begin_object();
+            json.key("cap_percent").value(device.compute_percent);
+            json.key("share_ppm").value(device.share_ppm);
+            json.key("gate_open").value(device.gate_open);
+            json.key("launches_held").value(device.launches_held);
+            json.key("driver").value(compute_driver_name(device.compute_driver));
+            json.end_object();
             json.end_object();
         }
         json.end_array();

@@ -1107,6 +1107,13 @@ bool GroupState::device_usage(int device, DeviceUsage& usage) const {
     usage.used = record.total_word.load(std::memory_order_acquire) & kBytesMask;
     usage.peak = record.peak.load(std::memory_order_relaxed);
     usage.refusals = record.refusals.load(std::memory_order_relaxed);
+    const ComputeRecord& compute = file_->header.compute[device];
+    usage.compute_percent = compute.cap_percent.load(std::memory_order_relaxed);
+    usage.compute_driver = compute.driver.load(std::memory_order_relaxed);
+    usage.gate_open = compute.gate.load(std::memory_order_relaxed) == 0;
+    usage.share_ppm = compute.share_ppm.load(std::memory_order_relaxed);
+    usage.launches_held = compute.launches_held.load(std::memory_order_relaxed);
+    usage.external_bytes = compute.external_bytes.load(std::memory_order_relaxed);
     return true;
 }
 

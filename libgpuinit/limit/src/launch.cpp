@@ -242,6 +242,9 @@ Result<RunPlan> plan_run(const RunRequest& request, const RunContext& context) {
     if (request.reserved_mib) {
         set("ALIYUN_COM_GPU_MEM_RESERVED", *request.reserved_mib);
     }
+    if (request.util) {
+        set("GPU_UTIL_PER_DEVICE", *request.util);
+    }
     if (request.oom_script) {
         set("ALIYUN_COM_GPU_OOM_SCRIPT", *request.oom_script);
     }
@@ -290,6 +293,7 @@ Result<RunPlan> plan_run(const RunRequest& request, const RunContext& context) {
         return error(std::string(problem.text));
     }
     plan.rule = settings->rule;
+    plan.compute_percent = settings->compute_percent;
     if (auto trusted = check_state_dir(plan.state_dir, context.uid, true); !trusted) {
         return trusted.error();
     }

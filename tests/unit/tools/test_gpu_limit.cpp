@@ -3,6 +3,7 @@
 // code, a real exec, and status over a group state made here with
 // GroupState.
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/limit/compute.hpp"
 #include "gpuinit/limit/group_state.hpp"
 #include "json_check.hpp"
 #include "root_helpers.hpp"
@@ -95,6 +96,19 @@ TEST(GpuLimitTool, DryRunSetsTheEgpuVariablesForEachOption) {
             "export GPU_LIMIT_OOM_POLICY=kill", "export GPU_LIMIT_GROUP=g",
             "export GPU_LIMIT_STATE_DIR=" + state.path,
             "export LD_PRELOAD=" + std::string(kLibrary) + ":/lib/a.so:/lib/b.so", "exec true"}))
+        << output;
+
+    // The compute share goes to the library as GPU_UTIL_PER_DEVICE.
+    ASSERT_EQ(gpu_limit({"run", "--util", "30", "--state-dir", state.path, "--group", "g",
+                         "--library", kLibrary, "--dry-run", "--", "true"},
+                        &output),
+              0)
+        << output;
+    EXPECT_EQ(lines_of(output),
+              (std::vector<std::string>{"export AMP_VGPU_ENABLE=1", "export GPU_UTIL_PER_DEVICE=30",
+                                        "export GPU_LIMIT_GROUP=g",
+                                        "export GPU_LIMIT_STATE_DIR=" + state.path,
+                                        "export LD_PRELOAD=" + std::string(kLibrary), "exec true"}))
         << output;
 
     // Binary suffixes.
@@ -192,6 +206,8 @@ TEST(GpuLimitTool, RefusesWhatTheLibraryWouldRefuse) {
         {{"--mem", "1G", "--reserved", "ten"}, {}, 3, "ALIYUN_COM_GPU_MEM_RESERVED=\"ten\""},
         {{"--mem", "1G", "--oom-script", "notify.sh"}, {}, 3, "not an absolute path"},
         {{"--mem", "1G", "--oom-policy", "abort"}, {}, 3, "GPU_LIMIT_OOM_POLICY=\"abort\""},
+        {{"--util", "half"}, {}, 3, "GPU_UTIL_PER_DEVICE=\"half\""},
+        {{"--util", "-5"}, {}, 3, "GPU_UTIL_PER_DEVICE"},
         {{"--mem", "1G", "--group", "a/b"}, {}, 3, "GPU_LIMIT_GROUP=\"a/b\""},
         {{"--mem", "1G", "--group", ".."}, {}, 3, "GPU_LIMIT_GROUP"},
         {{"--mem", "1G"}, {"NVIDIA_VISIBLE_DEVICES=0:1"}, 3, "memory-isolated"},
@@ -353,6 +369,7 @@ TEST(GpuLimitTool, StatusShowsGroupsDevicesAndProcesses) {
     ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 0) << output;
     EXPECT_NE(output.find("group job-7: 1 device(s), 1 live process(es)"), std::string::npos)
         << output;
+    EXPECT_EQ(output.find("compute:"), std::string::npos) << output; // no compute cap
     // The group's record keeps the UUID as GroupState spells it: compare the hex.
     std::string hex = std::string(kUuid).substr(4);
     EXPECT_NE(output.find(hex), std::string::npos) << output;
@@ -368,7 +385,8 @@ TEST(GpuLimitTool, StatusShowsGroupsDevicesAndProcesses) {
     EXPECT_TRUE(testing::valid_json(output)) << output;
     EXPECT_NE(
         output.find(format("-%s\",\"cap_bytes\":%llu,\"used_bytes\":%llu,"
-                           "\"peak_bytes\":%llu,\"physical_bytes\":%llu,\"refusals\":1}",
+                           "\"peak_bytes\":%llu,\"physical_bytes\":%llu,\"refusals\":1,"
+                           "\"external_bytes\":0,\"compute\":{\"cap_percent\":0,",
                            hex.c_str(), 2 * kGiB, kGiB + kGiB / 2, kGiB + kGiB / 2, 80 * kGiB)),
         std::string::npos)
         << output;
@@ -384,6 +402,40 @@ TEST(GpuLimitTool, StatusShowsGroupsDevicesAndProcesses) {
     EXPECT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 2) << output;
     EXPECT_NE(output.find("group job-7"), std::string::npos) << output;
     group.close();
+}
+
+TEST(GpuLimitTool, StatusShowsTheComputeShareAndItsDriver) {
+    StateDir state;
+    constexpr const char* kUuid = "GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab";
+    limit::GroupState group;
+    limit::Problem problem;
+    ASSERT_TRUE(group.open(state.path.c_str(), "ctr", problem)) << problem.text;
+    ASSERT_TRUE(group.register_process(problem)) << problem.text;
+    int device = group.attach_device(kUuid, 1ULL << 30, 80ULL << 30, 30, problem);
+    ASSERT_GE(device, 0) << problem.text;
+    limit::ComputeRecord* record = group.compute(device);
+    ASSERT_NE(record, nullptr);
+    record->driver.store(2);
+    record->share_ppm.store(297000);
+    record->launches_held.store(12);
+    record->external_bytes.store(300ULL << 20);
+    limit::gate_set(*record, false);
+
+    std::string output;
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 0) << output;
+    EXPECT_NE(output.find("compute: cap 30%, measured 29.7%, gate closed, 12 launch(es) held, "
+                          "driven by the host daemon"),
+              std::string::npos)
+        << output;
+    EXPECT_NE(output.find("of which 300.00 MiB measured by the host daemon"), std::string::npos)
+        << output;
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path, "--json"}, &output), 0) << output;
+    EXPECT_TRUE(testing::valid_json(output)) << output;
+    EXPECT_NE(output.find("\"external_bytes\":314572800,\"compute\":{\"cap_percent\":30,"
+                          "\"share_ppm\":297000,\"gate_open\":false,\"launches_held\":12,"
+                          "\"driver\":\"the host daemon\"}"),
+              std::string::npos)
+        << output;
 }
 
 } // namespace gpuinit

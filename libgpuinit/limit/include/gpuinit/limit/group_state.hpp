@@ -133,6 +133,13 @@ struct DeviceUsage {
     uint64_t used; // the group total
     uint64_t peak;
     uint64_t refusals;
+    // The compute share (0: no compute cap) and what its driver last wrote.
+    uint32_t compute_percent;
+    uint32_t compute_driver; // 0 none, 1 in-process, 2 host daemon
+    bool gate_open;
+    uint64_t share_ppm;      // measured share over the last window
+    uint64_t launches_held;  // launches that waited at the gate
+    uint64_t external_bytes; // memory the host daemon found outside the books
 };
 
 // One process's handle on a group's state. Not copyable; no heap. The file

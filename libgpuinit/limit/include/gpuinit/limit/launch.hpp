@@ -27,6 +27,7 @@ struct RunRequest {
     std::optional<std::string> mem;       // --mem
     std::optional<std::string> mem_ratio; // --mem-ratio C/D
     std::optional<std::string> reserved_mib;
+    std::optional<std::string> util; // --util PERCENT (GPU_UTIL_PER_DEVICE)
     std::optional<std::string> group;
     std::optional<std::string> state_dir;
     std::optional<std::string> oom_script;
@@ -52,6 +53,7 @@ struct RunPlan {
     std::string group_source; // "--group", "SLURM_JOB_ID", "LSB_JOBID", "per run"
     std::string state_dir;
     MemoryRule rule = MemoryRule::None;
+    uint32_t compute_percent = 0; // 0: no compute cap
 };
 
 // Builds the job's environment and runs parse_settings over it exactly as
