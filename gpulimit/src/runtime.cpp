@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include "daemon_client.hpp"
+#include "gpuinit/limit/daemon_protocol.hpp"
 #include "oom.hpp"
 #include "switch.hpp"
 
@@ -49,6 +51,26 @@ void say_problem(const limit::Problem& problem) {
         (void)!write(STDERR_FILENO, line,
                      static_cast<size_t>(length) < sizeof(line) ? static_cast<size_t>(length)
                                                                 : sizeof(line) - 1);
+    }
+}
+
+// AMP_USE_HOST_DAEMON=1: tells the host daemon which slot this process owns,
+// so that it measures and polices the process by its host pid. Without a
+// daemon (or when it refuses) the process still runs, counted in-process;
+// the reason goes to stderr once per process.
+void register_with_host_daemon(const Runtime& runtime) {
+    if (!runtime.settings.use_host_daemon) {
+        return;
+    }
+    char reason[128] = {};
+    if (!register_with_daemon_at(limit::kDaemonSocketPath, runtime.settings.group,
+                                 runtime.state.own_slot(), reason, sizeof(reason))) {
+        limit::Problem problem;
+        limit::fail(problem, 0,
+                    "AMP_USE_HOST_DAEMON=1, but the host daemon did not register this process "
+                    "(%s); it is counted in-process only; start gpu-limit daemon on the host",
+                    reason[0] != '\0' ? reason : "no answer");
+        say_problem(problem);
     }
 }
 
@@ -102,7 +124,9 @@ void after_fork_in_child() {
     if (!runtime.state.reopen_after_fork(problem)) {
         say_problem(problem);
         g_phase.store(kFailed, std::memory_order_release);
+        return;
     }
+    register_with_host_daemon(runtime);
 }
 
 // Everything the driver tells us about one device, and its cap.
@@ -206,6 +230,7 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
         !runtime.state.register_process(problem)) {
         return false;
     }
+    register_with_host_daemon(runtime);
     for (int ordinal = 0; ordinal < count; ++ordinal) {
         DeviceInfo& device = runtime.devices[ordinal];
         device.group_index = runtime.state.attach_device(
