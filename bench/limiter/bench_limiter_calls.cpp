@@ -7,8 +7,15 @@
 // own dlsym stays glibc's and can hand out the stand-in's functions directly;
 // the interposer finds the already loaded stand-in as "the real driver".
 //
-//   bench_limiter_calls [google-benchmark flags]
+//   bench_limiter_calls [--gpu-util=N] [google-benchmark flags]
 // Paths come from the build (GPULIMIT_LIBRARY, GPULIMIT_STANDIN_CUDA).
+//
+// The launch benchmark measures the compute cap's gate: without --gpu-util
+// the cap is disabled (GPU_UTIL_PER_DEVICE unset); with --gpu-util=95 (the
+// highest value that still enables it) every launch goes through the gate,
+// which stays open because the stand-in's launches are no-op kernels (no
+// busy time for the controller to charge). Each run measures the direct call
+// too, so each ratio is taken within one run.
 #include "cuda_abi.hpp"
 
 #include <benchmark/benchmark.h>
@@ -43,6 +50,9 @@ struct Calls {
 
 Calls g_direct;
 Calls g_interposed;
+CUcontext g_context = nullptr;
+using CtxSetCurrent = CUresult (*)(CUcontext);
+CtxSetCurrent g_set_current = nullptr;
 
 template <typename T>
 T must(void* handle, const char* name) {
@@ -54,6 +64,8 @@ T must(void* handle, const char* name) {
     return reinterpret_cast<T>(symbol);
 }
 
+std::string g_gpu_util; // GPU_UTIL_PER_DEVICE for this run; empty: unset
+
 void set_up() {
     // The limiter on, with a cap the loop never reaches and a private group.
     static std::string state_dir =
@@ -62,12 +74,20 @@ void set_up() {
     setenv("AMP_VGPU_ENABLE", "1", 1);
     setenv("GPU_MEM_PER_DEVICE", "4294967296", 1);
     setenv("GPU_LIMIT_STATE_DIR", state_dir.c_str(), 1);
+    if (g_gpu_util.empty()) {
+        unsetenv("GPU_UTIL_PER_DEVICE");
+    } else {
+        setenv("GPU_UTIL_PER_DEVICE", g_gpu_util.c_str(), 1);
+    }
     std::atexit([] {
         std::error_code ignored;
         std::filesystem::remove_all(state_dir, ignored);
     });
 
     void* standin = dlopen(GPULIMIT_STANDIN_CUDA, RTLD_NOW | RTLD_GLOBAL);
+    if (standin != nullptr) {
+        g_set_current = must<CtxSetCurrent>(standin, "cuCtxSetCurrent");
+    }
     void* interposer = dlopen(GPULIMIT_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (standin == nullptr || interposer == nullptr) {
         std::fprintf(stderr, "bench: %s\n", dlerror());
@@ -76,9 +96,8 @@ void set_up() {
     g_direct = Calls{must<Alloc>(standin, "cuMemAlloc_v2"), must<Free>(standin, "cuMemFree_v2"),
                      must<MemGetInfo>(standin, "cuMemGetInfo_v2"),
                      must<Launch>(standin, "cuLaunchKernel")};
-    // cuLaunchKernel is not hooked: a program reaches it through the
-    // interposer's cuGetProcAddress (as cudart does), which hands out the
-    // driver's own pointer.
+    // A program reaches cuLaunchKernel through the interposer's
+    // cuGetProcAddress, as cudart does: its gated wrapper.
     void* launch = nullptr;
     CUdriverProcAddressQueryResult status = 0;
     if (must<GetProcAddress>(interposer, "cuGetProcAddress_v2")("cuLaunchKernel", &launch, 12000, 0,
@@ -86,6 +105,11 @@ void set_up() {
         std::fprintf(stderr, "bench: cuGetProcAddress_v2(cuLaunchKernel) failed\n");
         std::exit(1);
     }
+    // Which library's function the launch goes to: the interposer's gated
+    // wrapper, or the driver's own when the interposer does not hook it.
+    Dl_info where{};
+    std::printf("cuLaunchKernel through the interposer: %s\n",
+                dladdr(launch, &where) != 0 && where.dli_fname != nullptr ? where.dli_fname : "?");
     g_interposed =
         Calls{must<Alloc>(interposer, "cuMemAlloc_v2"), must<Free>(interposer, "cuMemFree_v2"),
               must<MemGetInfo>(interposer, "cuMemGetInfo_v2"), reinterpret_cast<Launch>(launch)};
@@ -99,6 +123,8 @@ void set_up() {
         std::fprintf(stderr, "bench: cannot initialize the stand-in through the interposer\n");
         std::exit(1);
     }
+    // Launches need a current context on the thread that makes them.
+    g_context = context;
 }
 
 void alloc_free(benchmark::State& state, const Calls& calls) {
@@ -113,6 +139,7 @@ void alloc_free(benchmark::State& state, const Calls& calls) {
 }
 
 void launch_noop(benchmark::State& state, const Calls& calls) {
+    g_set_current(g_context);
     int dummy = 0;
     for (auto _ : state) {
         benchmark::DoNotOptimize(
@@ -169,6 +196,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     void Finalize() override {
         ConsoleReporter::Finalize();
+        std::printf("compute cap: %s\n",
+                    g_gpu_util.empty()
+                        ? "disabled (GPU_UTIL_PER_DEVICE unset)"
+                        : ("GPU_UTIL_PER_DEVICE=" + g_gpu_util + ", gate open").c_str());
         for (const char* name : {"BM_AllocFree", "BM_LaunchNoop", "BM_MemGetInfo"}) {
             const auto direct = ns_.find(std::string(name) + "_Direct");
             const auto interposed = ns_.find(std::string(name) + "_Interposed");
@@ -191,6 +222,17 @@ class RatioReporter : public benchmark::ConsoleReporter {
 } // namespace
 
 int main(int argc, char** argv) {
+    // --gpu-util=N is ours; the rest is Google Benchmark's.
+    int kept = 1;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg.rfind("--gpu-util=", 0) == 0) {
+            g_gpu_util = arg.substr(11);
+        } else {
+            argv[kept++] = argv[i];
+        }
+    }
+    argc = kept;
     set_up();
     benchmark::Initialize(&argc, argv);
     RatioReporter reporter;
