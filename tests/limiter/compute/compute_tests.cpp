@@ -222,6 +222,13 @@ TEST_F(Compute, Cap75) {
     run_cap(75, {"sync=4"});
 }
 
+// No synchronization at all: the stream's queue stays full (1024 kernels,
+// 2 s of work that the gate cannot take back), so the share swings with a
+// period of seconds; over a longer window it must still hold.
+TEST_F(Compute, Cap50DeepQueue) {
+    run_cap(50, {"sync=0", "seconds=12"});
+}
+
 // Two groups on one device at once get their caps, not an even split.
 TEST_F(Compute, TwoGroupsAt30And70) {
     Job a = capped("thirty", 30, {"sync=4"});
