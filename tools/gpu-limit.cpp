@@ -183,15 +183,7 @@ int run(int argc, char** argv) {
         kOptLibrary,
         kOptDryRun,
     };
-    // CMD starts after the first "--"; getopt would mix it with the words.
-    char** command = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--") == 0) {
-            command = argv + i + 1;
-            argc = i;
-            break;
-        }
-    }
+    char** command = split_command(argc, argv);
     Cli cli("gpu-limit", kUsage, kLimitUsage);
     cli.add_options("m:g:", {{"mem", required_argument, nullptr, 'm'},
                              {"mem-ratio", required_argument, nullptr, kOptMemRatio},

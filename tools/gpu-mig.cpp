@@ -485,15 +485,7 @@ int run(int argc, char** argv) {
         kOptGresConf,
         kOptSmiOutput,
     };
-    // CMD starts after the first "--"; getopt would mix it with the words.
-    char** command = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--") == 0) {
-            command = argv + i + 1;
-            argc = i;
-            break;
-        }
-    }
+    char** command = split_command(argc, argv);
     Cli cli("gpu-mig", kUsage, kMigUsage);
     cli.add_options("p:n:w:f:", {{"profile", required_argument, nullptr, 'p'},
                                  {"count", required_argument, nullptr, 'n'},

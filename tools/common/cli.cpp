@@ -3,6 +3,7 @@
 #include "gpuinit/base/text.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 namespace gpuinit::tools {
 
@@ -88,6 +89,16 @@ int Cli::next(int argc, char** argv) {
         }
     }
     return -1;
+}
+
+char** split_command(int& argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--") == 0) {
+            argc = i;
+            return argv + i + 1;
+        }
+    }
+    return nullptr;
 }
 
 } // namespace gpuinit::tools

@@ -48,4 +48,9 @@ class Cli {
     bool finalized_ = false;
 };
 
+// Splits off a command to run, given after the first "--" (getopt would mix
+// its words with ours): returns its argv (nullptr without "--") and makes
+// argc end before the "--".
+char** split_command(int& argc, char** argv);
+
 } // namespace gpuinit::tools
