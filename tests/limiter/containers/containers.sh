@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# gpu-limit in real containers: a busybox-static rootfs bundle run by a real
-# OCI runtime, through `gpu-limit runtime` (runc, crun) or podman with
-# `gpu-limit oci-hook` in a hooks directory of the test's own.
+# gpu-limit in real containers: a busybox-static rootfs run by a real OCI
+# runtime, through `gpu-limit runtime` (runc, crun: a bundle; docker: a
+# dockerd of the test's own with the shim registered in its daemon.json)
+# or podman with `gpu-limit oci-hook` in a hooks directory of the test's own.
 #   containers.sh RUNTIME GPU_LIMIT LIBGPULIMIT STANDIN_DIR CUDART_PROBE
-# RUNTIME: runc, crun or podman. Without AMP_VGPU_ENABLE=1 config.json is
-# byte for byte what it was; with it the container has /etc/ld.so.preload
-# naming the library, the library read-only, its group's state directory
-# writable and the variables set, and a CUDA program in it runs through the
-# interposer over the stand-in driver with the memory cap enforced. The
-# group's directory is gone after delete.
+# RUNTIME: runc, crun, podman or docker. Without AMP_VGPU_ENABLE=1
+# config.json is byte for byte what it was; with it the container has
+# /etc/ld.so.preload naming the library, the library read-only, its group's
+# state directory writable and the variables set, and a CUDA program in it
+# runs through the interposer over the stand-in driver with the memory cap
+# enforced. The group's directory is gone after delete.
+#
+# runc and crun get global options before the command, as containerd gives
+# them (--root, --log, --log-format; crun also --cgroup-manager): the shim
+# must pass them through. crun 1.8 refuses hybrid cgroup hosts whose cgroup
+# v2 hierarchy has controllers ("cgroups in hybrid mode not supported");
+# there it runs in a mount namespace of its own without the v2 mount, so it
+# sees a cgroup v1 host (the shim's work is the same either way).
 #
 # Exit 77 (ctest: skipped) when this host cannot run the test at all: not
 # root, no busybox-static, or a runtime that cannot start even a trivial
@@ -18,6 +26,7 @@ runtime=$1 tool=$2 library=$3 standin=$4 probe=$5
 
 fail() { echo "containers[$runtime]: FAIL: $*" >&2; exit 1; }
 skip() { echo "containers[$runtime]: SKIPPED: $*" >&2; exit 77; }
+note() { echo "containers[$runtime]: $*" >&2; }
 expect_line() { # OUTPUT PATTERN WHAT
   grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"
 }
@@ -27,26 +36,57 @@ busybox=/bin/busybox
 file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
   skip "$busybox is not busybox-static (apt-get install busybox-static)"
 case $runtime in
-  runc) runtime_path=$(command -v runc || true) ;;
-  crun) runtime_path=$(command -v crun || true) ;;
-  podman) runtime_path=$(command -v podman || true) ;;
+  runc | crun | podman | docker) runtime_path=$(command -v "${runtime/docker/dockerd}" || true) ;;
   *) fail "unknown runtime $runtime" ;;
 esac
 [[ -n $runtime_path ]] || skip "$runtime is not installed (scripts/install-build-deps)"
+if [[ $runtime == docker ]]; then
+  # The client of the package (Debian: dockerd in /usr/sbin, docker in
+  # /usr/bin), not whichever docker is first on $PATH.
+  docker_client=
+  for candidate in "$(dirname "$runtime_path")/docker" /usr/bin/docker; do
+    [[ -x $candidate ]] && docker_client=$candidate && break
+  done
+  [[ -n $docker_client ]] || skip "no docker client next to $runtime_path or in /usr/bin"
+fi
 
 work=$(mktemp -d /tmp/gpu-limit-containers.XXXXXX)
 chmod 755 "$work"
 state=$work/state # the state root: the same path inside the containers
 ids=()
+dockerd_pid=
+docker() { DOCKER_HOST=unix://$work/docker.sock "$docker_client" "$@"; }
+# Stops a process of ours by pid: TERM, then KILL after SECONDS.
+stop_pid() { # PID SECONDS
+  local pid=$1
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq $(($2 * 10))); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
 cleanup() {
   for id in "${ids[@]}"; do
-    if [[ $runtime == podman ]]; then
-      podman rm -f "$id" >/dev/null 2>&1 || true
-    else
-      "$runtime_path" delete -f "$id" >/dev/null 2>&1 || true
-    fi
+    case $runtime in
+      podman) podman rm -f "$id" >/dev/null 2>&1 || true ;;
+      docker) docker rm -f "$id" >/dev/null 2>&1 || true ;;
+      *) real_runtime delete -f "$id" >/dev/null 2>&1 || true ;;
+    esac
   done
-  rm -rf "$work"
+  if [[ -n $dockerd_pid ]]; then
+    local containerd_pid
+    containerd_pid=$(cat "$work/exec/containerd/containerd.pid" 2>/dev/null || true)
+    stop_pid "$dockerd_pid" 20
+    # dockerd stops the containerd it started; after a KILL it could not.
+    [[ -z $containerd_pid ]] || stop_pid "$containerd_pid" 10
+  fi
+  # Whatever dockerd or a runtime left mounted under $work (overlays, shm,
+  # network namespaces), innermost first, so rm never reaches through a
+  # bind into the host.
+  grep -F " $work/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
+    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done || true
+  rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
 
@@ -67,6 +107,32 @@ for object in "$probe" "$library" "$standin"/libcuda.so.1 "$standin"/libnvidia-m
   done
 done
 
+# The runtime's global options, before its command, as containerd gives
+# them; the shim's own options come first (daemon.json's runtimeArgs).
+global=(--root "$work/runtime-root" --log "$work/runtime.log" --log-format json)
+[[ $runtime != crun ]] || global+=(--cgroup-manager cgroupfs)
+in_namespace=()
+if [[ $runtime == crun && $(stat -f -c %T /sys/fs/cgroup) == tmpfs &&
+  $(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null) == cgroup2fs &&
+  -n $(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null) ]]; then
+  note "hybrid cgroups with controllers on v2 ($(cat /sys/fs/cgroup/unified/cgroup.controllers))," \
+    "which crun $(crun --version | sed -n 's/^crun version //p') refuses: crun runs in a mount" \
+    "namespace without /sys/fs/cgroup/unified (a cgroup v1 host to it)"
+  in_namespace=(unshare --mount --propagation private -- sh -c
+    'umount /sys/fs/cgroup/unified && exec "$@"' v1-only)
+fi
+real_runtime() { "${in_namespace[@]}" "$runtime_path" "${global[@]}" "$@"; }
+shim() {
+  "${in_namespace[@]}" "$tool" runtime --runtime-path "$runtime_path" --library "$library" \
+    --state-root "$state" "${global[@]}" "$@"
+}
+wait_stopped() { # ID
+  for _ in $(seq 100); do
+    real_runtime state "$1" 2>/dev/null | grep -q '"status": *"stopped"' && return 0
+    sleep 0.1
+  done
+}
+
 # bundle NAME ENV... -- ARGS...: a bundle whose config.json runs ARGS.
 bundle() {
   local name=$1
@@ -76,8 +142,7 @@ bundle() {
   shift
   args=("$@")
   mkdir -p "$work/$name"
-  (cd "$work/$name" && "$runtime_path" spec >/dev/null 2>&1) || true
-  [[ $runtime == podman ]] && (cd "$work/$name" && runc spec)
+  (cd "$work/$name" && "$runtime_path" spec)
   python3 - "$work/$name/config.json" "$rootfs" "${#env[@]}" "${env[@]}" "${args[@]}" <<'PY'
 import json, sys
 path, rootfs, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -98,65 +163,143 @@ PY
 run_shim() {
   local name=$1 id=$2
   ids+=("$id")
-  "$tool" runtime --runtime-path "$runtime_path" --library "$library" --state-root "$state" \
-    create --bundle "$work/$name" "$id" >"$work/$name.out" 2>"$work/$name.err" ||
-    return 1
-  "$tool" runtime --runtime-path "$runtime_path" start "$id" 2>>"$work/$name.err" || return 1
-  for _ in $(seq 100); do
-    "$runtime_path" state "$id" 2>/dev/null | grep -q '"status": *"stopped"' && break
-    sleep 0.1
-  done
-  "$tool" runtime --runtime-path "$runtime_path" --state-root "$state" delete "$id" \
-    2>>"$work/$name.err" || return 1
+  shim create --bundle "$work/$name" "$id" >"$work/$name.out" 2>"$work/$name.err" || return 1
+  shim start "$id" 2>>"$work/$name.err" || return 1
+  wait_stopped "$id"
+  shim delete "$id" 2>>"$work/$name.err" || return 1
 }
 
 # run_podman NAME ID ENV... -- ARGS...: podman with our hooks (and one that
 # drops rlimits, which some sandboxes refuse to set even to their own values).
-hooks=$work/hooks.d
-mkdir -p "$hooks"
-cat >"$work/no-rlimits.sh" <<'SH'
-#!/bin/sh
-exec python3 -c 'import json,sys; d=json.load(sys.stdin); d["process"].pop("rlimits",None); print(json.dumps(d))'
-SH
-chmod 755 "$work/no-rlimits.sh"
-cat >"$hooks/00-no-rlimits.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$work/no-rlimits.sh"},"when":{"always":true},"stages":["precreate"]}
-JSON
-cat >"$hooks/10-gpu-limit.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$tool","args":["gpu-limit","oci-hook","--library","$library","--state-root","$state","precreate"]},"when":{"always":true},"stages":["precreate"]}
-JSON
-cat >"$hooks/10-gpu-limit-poststop.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$tool","args":["gpu-limit","oci-hook","--state-root","$state","poststop"]},"when":{"always":true},"stages":["poststop"]}
-JSON
 run_podman() {
   local name=$1
   shift
   local env=()
   while [[ $1 != -- ]]; do env+=(-e "$1"); shift; done
   shift
-  podman --runtime runc --hooks-dir "$hooks" run --rm --name "gl-$name-$$" "${env[@]}" \
+  podman --runtime runc --hooks-dir "$work/hooks.d" run --rm --name "gl-$name-$$" "${env[@]}" \
     --rootfs "$rootfs" "$@" >"$work/$name.out" 2>"$work/$name.err"
+}
+if [[ $runtime == podman ]]; then
+  hooks=$work/hooks.d
+  mkdir -p "$hooks"
+  cat >"$work/no-rlimits.sh" <<'SH'
+#!/bin/sh
+exec python3 -c 'import json,sys; d=json.load(sys.stdin); d["process"].pop("rlimits",None); print(json.dumps(d))'
+SH
+  chmod 755 "$work/no-rlimits.sh"
+  cat >"$hooks/00-no-rlimits.json" <<JSON
+{"version":"1.0.0","hook":{"path":"$work/no-rlimits.sh"},"when":{"always":true},"stages":["precreate"]}
+JSON
+  cat >"$hooks/10-gpu-limit.json" <<JSON
+{"version":"1.0.0","hook":{"path":"$tool","args":["gpu-limit","oci-hook","--library","$library","--state-root","$state","precreate"]},"when":{"always":true},"stages":["precreate"]}
+JSON
+  cat >"$hooks/10-gpu-limit-poststop.json" <<JSON
+{"version":"1.0.0","hook":{"path":"$tool","args":["gpu-limit","oci-hook","--state-root","$state","poststop"]},"when":{"always":true},"stages":["poststop"]}
+JSON
+fi
+
+# docker: a dockerd of our own (its own data, exec root, socket; no bridge,
+# no iptables: the host's network is left alone), its containerd started by
+# it, the rootfs imported as an image (no registry here), and the shim
+# registered as in oci/docker-daemon.json, through a logger that records the
+# shim's argv and, on create, config.json before and after.
+# (dockerd 20.10 still writes its trust key /etc/docker/key.json, no option
+# moves it, and makes /run/docker/plugins: the package's own daemon does too.)
+if [[ $runtime == docker ]]; then
+  cat >"$work/logger" <<SH
+#!/bin/sh
+log=$work/argv.log
+printf '%s\n' "argv: \$*" >>"\$log"
+bundle= command= previous=
+for word in "\$@"; do
+  case \$previous in --bundle | -b) bundle=\$word ;; esac
+  case \$word in create | start | delete) [ -n "\$command" ] || command=\$word ;; esac
+  previous=\$word
+done
+[ "\$command" = create ] && [ -n "\$bundle" ] || exec "$tool" "\$@"
+id=\$(basename "\$bundle")
+cp "\$bundle/config.json" "$work/configs/\$id.before"
+"$tool" "\$@"
+code=\$?
+cp "\$bundle/config.json" "$work/configs/\$id.after"
+exit \$code
+SH
+  chmod 755 "$work/logger"
+  mkdir -p "$work/configs" "$work/data" "$work/exec"
+  # Docker runs runtimeArgs through `sh -c "PATH ARGS $@"`: no spaces in them.
+  cat >"$work/daemon.json" <<JSON
+{"runtimes": {"gpu-limit": {"path": "$work/logger", "runtimeArgs": ["runtime",
+ "--runtime-path", "$(command -v runc)", "--library", "$library", "--state-root", "$state"]}}}
+JSON
+  "$runtime_path" --config-file "$work/daemon.json" --data-root "$work/data" \
+    --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "unix://$work/docker.sock" \
+    --bridge=none --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
+    --userland-proxy=false >"$work/dockerd.log" 2>&1 </dev/null &
+  dockerd_pid=$!
+  for _ in $(seq 300); do
+    docker version >/dev/null 2>&1 && break
+    kill -0 "$dockerd_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  docker version >/dev/null 2>&1 ||
+    skip "dockerd cannot start here: $(tail -5 "$work/dockerd.log")"
+  tar -C "$rootfs" -c . | docker import - gpu-limit-test:busybox >/dev/null ||
+    fail "docker import of the rootfs"
+fi
+# run_docker NAME ENV... -- ARGS...
+run_docker() {
+  local name=$1
+  shift
+  local env=()
+  while [[ $1 != -- ]]; do env+=(-e "$1"); shift; done
+  shift
+  ids+=("gl-$name-$$")
+  docker run --rm --runtime=gpu-limit --network none --name "gl-$name-$$" "${env[@]}" \
+    gpu-limit-test:busybox "$@" >"$work/$name.out" 2>"$work/$name.err"
 }
 
 # The probe: can this runtime start any container here?
-if [[ $runtime == podman ]]; then
-  run_podman probe -- /bin/true || skip "podman cannot start a container here: $(cat "$work/probe.err")"
-else
-  bundle probe -- /bin/true
-  if ! run_shim probe "gl-probe-$$"; then
-    skip "$runtime cannot start a container here: $(cat "$work/probe.err")"
-  fi
-fi
+case $runtime in
+  podman)
+    run_podman probe -- /bin/true || skip "podman cannot start a container here: $(cat "$work/probe.err")"
+    ;;
+  docker)
+    run_docker probe -- /bin/true ||
+      skip "docker cannot start a container here: $(cat "$work/probe.err")"
+    ;;
+  *)
+    bundle probe -- /bin/true
+    run_shim probe "gl-probe-$$" ||
+      skip "$runtime cannot start a container here: $(cat "$work/probe.err")"
+    ;;
+esac
 
 # 1. Without the switch: config.json as it was, byte for byte, and nothing on the host.
+case $runtime in
+  runc | crun)
+    bundle off AMP_VGPU_ENABLE=0 -- /bin/sh -c 'cat /etc/ld.so.preload 2>&1; echo done'
+    cp "$work/off/config.json" "$work/off.before"
+    run_shim off "gl-off-$$" || fail "a container without the switch: $(cat "$work/off.err")"
+    cmp "$work/off.before" "$work/off/config.json" || fail "config.json changed without the switch"
+    [[ ! -e $state/gl-off-$$ ]] || fail "a state directory for a container without the switch"
+    ;;
+  docker)
+    run_docker off AMP_VGPU_ENABLE=0 -- /bin/sh -c 'cat /etc/ld.so.preload 2>&1; echo done' ||
+      fail "a container without the switch: $(cat "$work/off.err")"
+    # docker's container id is the bundle's name.
+    before=$(grep -l AMP_VGPU_ENABLE=0 "$work"/configs/*.before) ||
+      fail "the shim saw no create for the container without the switch"
+    cmp "$before" "${before%.before}.after" || fail "config.json changed without the switch"
+    [[ -z $(ls -A "$state" 2>/dev/null) ]] ||
+      fail "a state directory for a container without the switch: $(ls -A "$state")"
+    ;;
+esac
 if [[ $runtime != podman ]]; then
-  bundle off AMP_VGPU_ENABLE=0 -- /bin/sh -c 'cat /etc/ld.so.preload 2>&1; echo done'
-  cp "$work/off/config.json" "$work/off.before"
-  run_shim off "gl-off-$$" || fail "a container without the switch: $(cat "$work/off.err")"
-  cmp "$work/off.before" "$work/off/config.json" || fail "config.json changed without the switch"
   out=$(cat "$work/off.out")
+  expect_line "$out" "^cat: can't open '/etc/ld.so.preload': No such file or directory$" \
+    "no /etc/ld.so.preload without the switch"
   expect_line "$out" "^done$" "the container without the switch ran"
-  [[ ! -e $state/gl-off-$$ ]] || fail "a state directory for a container without the switch"
 fi
 
 # 2. With it.
@@ -164,33 +307,33 @@ script='cat /etc/ld.so.preload
 md5sum /usr/lib/gpuinit/libgpulimit.so
 touch /usr/lib/gpuinit/libgpulimit.so 2>/dev/null && echo library-writable
 echo x >/etc/ld.so.preload 2>/dev/null && echo preload-writable
-env | grep "^GPU_LIMIT_"
+env | grep "^GPU_"
 touch "$GPU_LIMIT_STATE_DIR/$GPU_LIMIT_GROUP/from-inside" && echo state-writable
 ls -ld "$GPU_LIMIT_STATE_DIR/$GPU_LIMIT_GROUP"
 LD_LIBRARY_PATH=/standin /bin/cudart_probe meminfo malloc 2147483648 malloc 536870912 meminfo
 echo done'
 on_env=(AMP_VGPU_ENABLE=1 GPU_MEM_PER_DEVICE=1073741824 GPU_LIMIT_GROUP=not-mine)
-if [[ $runtime == podman ]]; then
-  run_podman on "${on_env[@]}" -- /bin/sh -c "$script" ||
-    fail "podman with the switch: $(cat "$work/on.err")"
-  group=$(grep -oE '^GPU_LIMIT_GROUP=.*' "$work/on.out" | cut -d= -f2)
-  [[ $group =~ ^[0-9a-f]{64}$ ]] || fail "the group is not podman's container id: '$group'"
-else
-  group=gl-on-$$
-  bundle on "${on_env[@]}" -- /bin/sh -c "$script"
-  ids+=("$group")
-  "$tool" runtime --runtime-path "$runtime_path" --library "$library" --state-root "$state" \
-    create --bundle "$work/on" "$group" >"$work/on.out" 2>"$work/on.err" ||
-    fail "create with the switch: $(cat "$work/on.err")"
-  [[ -d $state/$group ]] || fail "no state directory $state/$group after create"
-  [[ $(stat -c %a "$state/$group") == 700 ]] || fail "the state directory is not 0700"
-  "$runtime_path" start "$group"
-  for _ in $(seq 100); do
-    "$runtime_path" state "$group" 2>/dev/null | grep -q '"status": *"stopped"' && break
-    sleep 0.1
-  done
-  [[ -e $state/$group/from-inside ]] || fail "the container's file is not in $state/$group"
-fi
+[[ $runtime != docker ]] || on_env+=(GPU_UTIL_PER_DEVICE=50)
+case $runtime in
+  podman | docker)
+    "run_$runtime" on "${on_env[@]}" -- /bin/sh -c "$script" ||
+      fail "$runtime with the switch: $(cat "$work/on.err")"
+    group=$(grep -oE '^GPU_LIMIT_GROUP=.*' "$work/on.out" | cut -d= -f2)
+    [[ $group =~ ^[0-9a-f]{64}$ ]] || fail "the group is not $runtime's container id: '$group'"
+    ;;
+  *)
+    group=gl-on-$$
+    bundle on "${on_env[@]}" -- /bin/sh -c "$script"
+    ids+=("$group")
+    shim create --bundle "$work/on" "$group" >"$work/on.out" 2>"$work/on.err" ||
+      fail "create with the switch: $(cat "$work/on.err")"
+    [[ -d $state/$group ]] || fail "no state directory $state/$group after create"
+    [[ $(stat -c %a "$state/$group") == 700 ]] || fail "the state directory is not 0700"
+    real_runtime start "$group"
+    wait_stopped "$group"
+    [[ -e $state/$group/from-inside ]] || fail "the container's file is not in $state/$group"
+    ;;
+esac
 out=$(cat "$work/on.out")
 expect_line "$out" "^/usr/lib/gpuinit/libgpulimit.so$" "/etc/ld.so.preload names the library"
 expect_line "$out" "^$(md5sum <"$library" | cut -d' ' -f1)  /usr/lib/gpuinit/libgpulimit.so$" \
@@ -199,6 +342,7 @@ expect_line "$out" "^$(md5sum <"$library" | cut -d' ' -f1)  /usr/lib/gpuinit/lib
 ! grep -q preload-writable <<<"$out" || fail "/etc/ld.so.preload is writable in the container"
 expect_line "$out" "^GPU_LIMIT_STATE_DIR=$state$" "GPU_LIMIT_STATE_DIR"
 expect_line "$out" "^GPU_LIMIT_GROUP=$group$" "GPU_LIMIT_GROUP is the container, not the user's"
+expect_line "$out" "^GPU_MEM_PER_DEVICE=1073741824$" "the user's cap is kept"
 expect_line "$out" "^state-writable$" "the group's state directory is writable"
 cap=$((1024 * 1024 * 1024 - 10 * 1024 * 1024))
 expect_line "$out" "^step=meminfo err=0 .*free=$cap total=$cap$" \
@@ -208,11 +352,25 @@ expect_line "$out" "^step=malloc err=2 .*bytes=2147483648" \
 expect_line "$out" "^step=malloc err=0 .*bytes=536870912" "an allocation under the cap succeeds"
 expect_line "$out" "^done$" "the container ran to the end"
 
-# 3. Cleanup: the group's directory goes with the container.
-if [[ $runtime != podman ]]; then
-  "$tool" runtime --runtime-path "$runtime_path" --state-root "$state" delete "$group" ||
-    fail "delete"
+# docker: the shim got daemon.json's runtimeArgs first, then containerd's
+# global options, then the command; and config.json was edited on create.
+if [[ $runtime == docker ]]; then
+  argv=$(cat "$work/argv.log")
+  expect_line "$argv" "^argv: runtime --runtime-path [^ ]+ --library [^ ]+ --state-root $state --root [^ ]+ --log [^ ]+ --log-format json create --bundle [^ ]+/$group( --[a-z-]+ [^ ]+)* $group$" \
+    "docker's argv: runtimeArgs, runc's global options, create"
+  expect_line "$argv" "^argv: runtime --runtime-path [^ ]+ --library [^ ]+ --state-root $state --root [^ ]+ --log [^ ]+ --log-format json (--[a-z-]+ )*delete( --[a-z-]+)* $group$" \
+    "docker's argv: delete"
+  cmp -s "$work/configs/$group.before" "$work/configs/$group.after" &&
+    fail "config.json with the switch is unchanged"
+  grep -q '"/usr/lib/gpuinit/libgpulimit.so"' "$work/configs/$group.after" ||
+    fail "the edited config.json does not bind the library"
+  note "the shim's argv from docker:"$'\n'"$argv"
 fi
+
+# 3. Cleanup: the group's directory goes with the container.
+case $runtime in
+  runc | crun) shim delete "$group" || fail "delete" ;;
+esac
 [[ ! -e $state/$group ]] || fail "$state/$group is still there after the container is gone"
 [[ -f $state/ld.so.preload ]] || fail "the shared preload file went too"
 echo "containers[$runtime]: ok"
