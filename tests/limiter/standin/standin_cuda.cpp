@@ -6,7 +6,9 @@
 // contexts; process-local device memory where every allocation rounds up to
 // 2 MiB, pools that keep freed memory reserved until a synchronization, VMM
 // handles that need no context, arrays sized like
-// cuArrayGetMemoryRequirements says, and a graph memory reserve a test sets.
+// cuArrayGetMemoryRequirements says, and a graph memory reserve a test sets;
+// what each process holds per device is published for the stand-in NVML's
+// process list (standin_memory.hpp, with GPULIMIT_STANDIN_DIR).
 // Kernels are no-ops unless a test gives them a duration: then they run on
 // per-stream worker threads, time-slice devices shared between processes and
 // are captured into graphs (standin_compute.hpp, standin_control.h).
@@ -23,6 +25,7 @@
 #include "standin_compute.hpp"
 #include "standin_control.h"
 #include "standin_devices.hpp"
+#include "standin_memory.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -311,18 +314,52 @@ Context* stream_context(CUstream stream, CUresult* error) {
     return s->ctx;
 }
 
+// What this process holds on each device, in the table the stand-in NVML
+// lists processes from (standin_memory.hpp; shared only with
+// GPULIMIT_STANDIN_DIR). Called under g_mutex after `used` changes.
+void publish_used() {
+    namespace mem = standin::memory;
+    static const mem::Table table = mem::open_table("standin libcuda");
+    static pid_t owner = 0;
+    static int fd = -1;
+    static uint32_t slot = mem::kSlots;
+    if (table.file == nullptr) {
+        return;
+    }
+    const pid_t self = getpid();
+    if (owner != self) {
+        // First use, or a forked child: a description and a slot of its own
+        // (the inherited description is the parent's lock).
+        if (fd >= 0) {
+            close(fd);
+        }
+        fd = open(table.path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        slot = fd >= 0 ? mem::take_slot(fd, *table.file, static_cast<uint32_t>(self)) : mem::kSlots;
+        owner = self;
+    }
+    if (slot >= mem::kSlots) {
+        return;
+    }
+    const auto& devices = machine().devices;
+    for (size_t i = 0; i < devices.size() && i < mem::kMaxDevices; ++i) {
+        table.file->slots[slot].used[i].store(devices[i].used, std::memory_order_relaxed);
+    }
+}
+
 CUresult charge(int dev, uint64_t bytes) {
     DeviceState& d = machine().devices[static_cast<size_t>(dev)];
     if (bytes > d.info.total - d.used) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     d.used += bytes;
+    publish_used();
     return CUDA_SUCCESS;
 }
 
 void uncharge(int dev, uint64_t bytes) {
     DeviceState& d = machine().devices[static_cast<size_t>(dev)];
     d.used -= std::min(bytes, d.used);
+    publish_used();
 }
 
 CUdeviceptr take_va(uint64_t bytes, uint64_t alignment) {
@@ -606,6 +643,7 @@ STANDIN_EXPORT int gpulimit_standin_set_graph_reserved(int ordinal, unsigned lon
         return -1;
     }
     d.used = others + bytes;
+    publish_used();
     d.graph_reserved = bytes;
     d.graph_reserved_high = std::max<uint64_t>(d.graph_reserved_high, bytes);
     d.graph_used_high = std::max<uint64_t>(d.graph_used_high, bytes);

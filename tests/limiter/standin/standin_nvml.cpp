@@ -4,12 +4,16 @@
 //
 // Memory "used" is what the stand-in libcuda of this process has charged on
 // the device (found with dlopen(RTLD_NOLOAD), so only when it is loaded):
-// memory is simulated per process. Utilization (per process and per device)
-// comes from the timeline of kernels that the processes sharing
+// memory is simulated per process. The processes holding memory on a device
+// (nvmlDeviceGetComputeRunningProcesses) come from the table that the
+// stand-in libcuda of every process sharing GPULIMIT_STANDIN_DIR writes
+// (standin_memory.hpp), and, without that directory, from this process's. Utilization (per process
+// and per device) comes from the timeline of kernels that the processes sharing
 // GPULIMIT_STANDIN_DIR run (standin_timeline.hpp).
 #include "cuda_abi.hpp"
 #include "standin_control.h"
 #include "standin_devices.hpp"
+#include "standin_memory.hpp"
 #include "standin_timeline.hpp"
 
 #include <algorithm>
@@ -17,9 +21,11 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <map>
 #include <mutex>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #define STANDIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -509,4 +515,127 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     utilization->gpu = percent(busy);
     utilization->memory = 0;
     return NVML_SUCCESS;
+}
+
+// ---- Processes and their memory (standin_memory.hpp) ------------------------
+//
+// nvml.h's nvmlProcessInfo_v1_t (the unversioned symbol), nvmlProcessInfo_v2_t
+// (_v2) and nvmlProcessInfo_t (_v3). Outside MIG the instance ids are
+// 0xFFFFFFFF, as the driver reports them.
+
+struct StandinProcessInfoV1 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+};
+
+struct StandinProcessInfoV2 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+};
+
+struct StandinProcessInfoV3 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+};
+
+namespace {
+
+struct HeldMemory {
+    unsigned pid;
+    unsigned long long bytes;
+};
+
+// Live processes holding memory on the device (CUDA ordinal), by slot order.
+std::vector<HeldMemory> held_memory(int ordinal) {
+    namespace mem = standin::memory;
+    std::vector<HeldMemory> out;
+    if (ordinal < 0 || static_cast<uint32_t>(ordinal) >= mem::kMaxDevices) {
+        return out;
+    }
+    static const mem::Table table = mem::open_table("standin libnvidia-ml");
+    if (table.file == nullptr) {
+        // No shared table: only this process's own memory is known.
+        const unsigned long long own = cuda_used(ordinal);
+        if (own > 0) {
+            out.push_back(HeldMemory{static_cast<unsigned>(getpid()), own});
+        }
+        return out;
+    }
+    // A description of this call's own: the OFD probe sees every other
+    // description's lock, this process's libcuda's included.
+    const int fd = open(table.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return out;
+    }
+    for (uint32_t s = 0; s < mem::kSlots; ++s) {
+        const mem::Slot& slot = table.file->slots[s];
+        const uint32_t pid = slot.pid.load(std::memory_order_acquire);
+        if (pid == 0 || !mem::slot_held(fd, s)) {
+            continue;
+        }
+        const uint64_t bytes = slot.used[ordinal].load(std::memory_order_relaxed);
+        if (bytes > 0 && slot.pid.load(std::memory_order_acquire) == pid) {
+            out.push_back(HeldMemory{pid, bytes});
+        }
+    }
+    close(fd);
+    return out;
+}
+
+// NVML's contract: *infoCount in, the buffer's room; out, how many there
+// are. NVML_ERROR_INSUFFICIENT_SIZE (with the count) when they do not fit.
+template <typename Info>
+nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* infoCount, Info* infos) {
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || infoCount == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const std::vector<HeldMemory> held = held_memory(d->cuda_ordinal);
+    if (*infoCount < held.size()) {
+        *infoCount = static_cast<unsigned>(held.size());
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (infos == nullptr && !held.empty()) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < held.size(); ++i) {
+        Info info{};
+        info.pid = held[i].pid;
+        info.usedGpuMemory = held[i].bytes;
+        if constexpr (sizeof(Info) > sizeof(StandinProcessInfoV1)) {
+            info.gpuInstanceId = 0xFFFFFFFFU;
+            info.computeInstanceId = 0xFFFFFFFFU;
+        }
+        infos[i] = info;
+    }
+    *infoCount = static_cast<unsigned>(held.size());
+    return NVML_SUCCESS;
+}
+
+} // namespace
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                                 unsigned int* infoCount,
+                                                                 StandinProcessInfoV1* infos) {
+    NVML_ENTER();
+    return running_processes(device, infoCount, infos);
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                                    unsigned int* infoCount,
+                                                                    StandinProcessInfoV2* infos) {
+    NVML_ENTER();
+    return running_processes(device, infoCount, infos);
+}
+
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                    unsigned int* infoCount,
+                                                                    StandinProcessInfoV3* infos) {
+    NVML_ENTER();
+    return running_processes(device, infoCount, infos);
 }

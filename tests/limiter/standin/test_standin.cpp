@@ -4,10 +4,13 @@
 #include "cuda_abi.hpp"
 #include "standin_control.h"
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <dlfcn.h>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <map>
 #include <sstream>
@@ -385,6 +388,153 @@ TEST_F(StandinDriver, NvmlListsTheSameDevicesInPciOrder) {
     EXPECT_EQ(memory.total, 8ULL << 30);
     EXPECT_EQ(memory.used, used(1));
     EXPECT_EQ(memory.free, memory.total - memory.used);
+}
+
+// ---- NVML's process list: the memory table shared through GPULIMIT_STANDIN_DIR ------
+
+// A probe that allocates on CUDA ordinal 1 and holds; its "used" line says
+// what the stand-in counts for it there.
+struct HoldingProbe {
+    pid_t pid = -1;
+    unsigned long long used = 0;
+    FILE* out = nullptr;
+
+    bool start(const std::string& dir, unsigned long long bytes) {
+        int pipe_fds[2];
+        if (pipe(pipe_fds) != 0) {
+            return false;
+        }
+        pid = fork();
+        if (pid == 0) {
+            dup2(pipe_fds[1], STDOUT_FILENO);
+            close(pipe_fds[0]);
+            close(pipe_fds[1]);
+            setenv("GPULIMIT_STANDIN_DIR", dir.c_str(), 1);
+            const std::string size = std::to_string(bytes);
+            execl(GPULIMIT_CUDART_PROBE, GPULIMIT_CUDART_PROBE, "device", "1", "malloc",
+                  size.c_str(), "used", "1", "hold", static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        close(pipe_fds[1]);
+        out = fdopen(pipe_fds[0], "r");
+        char line[512];
+        while (out != nullptr && std::fgets(line, sizeof line, out) != nullptr) {
+            unsigned long long value = 0;
+            if (std::sscanf(line, "step=used device=1 bytes=%llu", &value) == 1) {
+                used = value;
+                return true;
+            }
+        }
+        return false;
+    }
+    void stop() {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+        if (out != nullptr) {
+            fclose(out);
+            out = nullptr;
+        }
+    }
+    ~HoldingProbe() { stop(); }
+};
+
+struct ProcessInfoV1 { // nvml.h's nvmlProcessInfo_v1_t
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+};
+struct ProcessInfoV3 { // nvml.h's nvmlProcessInfo_t
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+    unsigned gpuInstanceId, computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+};
+
+TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
+    char pattern[] = "/tmp/standin-processes.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    const std::string dir = pattern;
+    // This process's NVML reads the same table (it opens it at its first
+    // process list); unset again below, for the tests after this one.
+    setenv("GPULIMIT_STANDIN_DIR", dir.c_str(), 1);
+    void* nvml = dlopen(GPULIMIT_STANDIN_NVML, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nvml, nullptr) << dlerror();
+    auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
+    auto by_uuid = reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(
+        dlsym(nvml, "nvmlDeviceGetHandleByUUID"));
+    auto list_v1 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfoV1*)>(
+        dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses"));
+    auto list_v3 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfoV3*)>(
+        dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
+    ASSERT_NE(list_v1, nullptr);
+    ASSERT_NE(list_v3, nullptr);
+    ASSERT_NE(dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v2"), nullptr);
+    ASSERT_EQ(init(), NVML_SUCCESS);
+    nvmlDevice_t dev1 = nullptr;
+    ASSERT_EQ(by_uuid("GPU-66666666-7777-8888-9999-aaaaaaaaaaaa", &dev1), NVML_SUCCESS);
+
+    HoldingProbe a;
+    HoldingProbe b;
+    ASSERT_TRUE(a.start(dir, 4 * kMiB));
+    ASSERT_TRUE(b.start(dir, 10'000'000)); // rounded up to 2 MiB pages
+    EXPECT_GE(a.used, 4 * kMiB);
+    EXPECT_GE(b.used, 10 * kMiB);
+
+    auto listed = [&](std::map<unsigned, unsigned long long>& out) {
+        out.clear();
+        unsigned count = 0;
+        nvmlReturn_t r = list_v1(dev1, &count, nullptr);
+        if (r != NVML_ERROR_INSUFFICIENT_SIZE && r != NVML_SUCCESS) {
+            return r;
+        }
+        std::vector<ProcessInfoV1> infos(count);
+        r = list_v1(dev1, &count, infos.data());
+        for (unsigned i = 0; r == NVML_SUCCESS && i < count; ++i) {
+            out[infos[i].pid] = infos[i].usedGpuMemory;
+        }
+        return r;
+    };
+    std::map<unsigned, unsigned long long> seen;
+    ASSERT_EQ(listed(seen), NVML_SUCCESS);
+    EXPECT_EQ(seen.size(), 2U);
+    EXPECT_EQ(seen[static_cast<unsigned>(a.pid)], a.used);
+    EXPECT_EQ(seen[static_cast<unsigned>(b.pid)], b.used);
+
+    // Too small a buffer: the count, NVML_ERROR_INSUFFICIENT_SIZE. The v3
+    // layout: instance ids 0xFFFFFFFF outside MIG.
+    unsigned count = 1;
+    ProcessInfoV3 infos[4] = {};
+    EXPECT_EQ(list_v3(dev1, &count, infos), NVML_ERROR_INSUFFICIENT_SIZE);
+    EXPECT_EQ(count, 2U);
+    count = 4;
+    ASSERT_EQ(list_v3(dev1, &count, infos), NVML_SUCCESS);
+    ASSERT_EQ(count, 2U);
+    for (unsigned i = 0; i < count; ++i) {
+        EXPECT_EQ(seen[infos[i].pid], infos[i].usedGpuMemory);
+        EXPECT_EQ(infos[i].gpuInstanceId, 0xFFFFFFFFU);
+        EXPECT_EQ(infos[i].computeInstanceId, 0xFFFFFFFFU);
+        EXPECT_EQ(infos[i].usedGpuCcProtectedMemory, 0U);
+    }
+
+    // A process that dies leaves the list (its slot's lock went with it),
+    // and a new one takes a slot.
+    a.stop();
+    ASSERT_EQ(listed(seen), NVML_SUCCESS);
+    EXPECT_EQ(seen.size(), 1U);
+    EXPECT_EQ(seen.count(static_cast<unsigned>(b.pid)), 1U);
+    HoldingProbe c;
+    ASSERT_TRUE(c.start(dir, 2 * kMiB));
+    ASSERT_EQ(listed(seen), NVML_SUCCESS);
+    EXPECT_EQ(seen.size(), 2U);
+    EXPECT_EQ(seen[static_cast<unsigned>(c.pid)], c.used);
+    b.stop();
+    c.stop();
+    ASSERT_EQ(listed(seen), NVML_SUCCESS);
+    EXPECT_TRUE(seen.empty());
+    unsetenv("GPULIMIT_STANDIN_DIR");
+    std::filesystem::remove_all(dir);
 }
 
 // ---- Compute: kernels on stream workers, the timeline, capture, NVML ---------------
