@@ -6,6 +6,7 @@
 #include "gpuinit/limit/daemon_protocol.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <poll.h>
@@ -87,7 +88,7 @@ bool register_with_daemon_at(const char* socket_path, const char* group, int slo
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     size_t path_length = socket_path == nullptr ? 0 : std::strlen(socket_path);
-    if (path_length == 0 || path_length >= sizeof address.sun_path) {
+    if (path_length == 0 || path_length >= sizeof address.sun_path || socket_path[0] != '/') {
         set_reason(reason, reason_size, "invalid socket path");
         return false;
     }
@@ -148,8 +149,14 @@ bool register_with_daemon_at(const char* socket_path, const char* group, int slo
     return false;
 }
 
+const char* daemon_socket_path(const char* variable_value) {
+    return variable_value != nullptr && variable_value[0] != '\0' ? variable_value
+                                                                  : limit::kDaemonSocketPath;
+}
+
 bool register_with_daemon(const char* group, int slot) {
-    return register_with_daemon_at(limit::kDaemonSocketPath, group, slot, nullptr, 0);
+    return register_with_daemon_at(daemon_socket_path(getenv(kDaemonSocketVariable)), group, slot,
+                                   nullptr, 0);
 }
 
 } // namespace gpulimit

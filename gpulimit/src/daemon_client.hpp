@@ -12,7 +12,13 @@ namespace gpulimit {
 // stopped or wedged one must not hold the application's cuInit.
 inline constexpr int kRegisterTimeoutMs = 500;
 
-// Registers with the daemon at limit::kDaemonSocketPath. True on "OK";
+// Where the daemon listens: GPU_LIMIT_DAEMON_SOCKET when it is set and not
+// empty (an absolute path; anything else is refused when registering, with
+// the reason), else limit::kDaemonSocketPath.
+inline constexpr const char* kDaemonSocketVariable = "GPU_LIMIT_DAEMON_SOCKET";
+const char* daemon_socket_path(const char* variable_value);
+
+// Registers with the daemon at daemon_socket_path(getenv(...)). True on "OK";
 // false when there is no daemon, it refused (the reason is in `reason` when
 // given, NUL-terminated, for the one line the caller prints), or it did not
 // answer in time. No heap, no exceptions; safe to call from any thread.

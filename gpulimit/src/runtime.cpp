@@ -63,8 +63,11 @@ void register_with_host_daemon(const Runtime& runtime) {
         return;
     }
     char reason[128] = {};
-    if (!register_with_daemon_at(limit::kDaemonSocketPath, runtime.settings.group,
-                                 runtime.state.own_slot(), reason, sizeof(reason))) {
+    // GPU_LIMIT_DAEMON_SOCKET: a daemon elsewhere than /run/gpu-limit (tests,
+    // a second instance).
+    const char* socket_path = daemon_socket_path(getenv(kDaemonSocketVariable));
+    if (!register_with_daemon_at(socket_path, runtime.settings.group, runtime.state.own_slot(),
+                                 reason, sizeof(reason))) {
         limit::Problem problem;
         limit::fail(problem, 0,
                     "AMP_USE_HOST_DAEMON=1, but the host daemon did not register this process "
