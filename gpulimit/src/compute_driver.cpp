@@ -14,9 +14,10 @@
 // (nvmlDeviceGetProcessUtilization). A sample {pid, timeStamp, smUtil} says
 // that during the sample period ending at timeStamp (microseconds, CPU
 // clock) a kernel of `pid` was running smUtil percent of the time: time, not
-// how many SMs it used. The period is the time since that process's previous
-// sample (about 1/6 s; the first one counts as 1/6 s), so the group's busy
-// time is the sum over samples of the group's processes of smUtil% x period.
+// how many SMs it used. The group's busy time is the sum over its processes'
+// samples of smUtil% x the sample window, which limit::SampleClock learns
+// from the samples (not the time since a process's previous sample: an idle
+// process has no sample for a window).
 // The group's processes are the live slots of the state file, by the pid the
 // host daemon learned (host_pid) or else their own. NVML reports host pids:
 // in a container with its own pid namespace none of them matches, and the
@@ -36,8 +37,6 @@ namespace gpulimit {
 namespace {
 
 constexpr uint64_t kPollNs = 2 * limit::kControlPeriodNs; // NVML at most every other step
-constexpr unsigned long long kDefaultSamplePeriodUs = 1'000'000 / 6;
-constexpr unsigned long long kMaxSamplePeriodUs = 1'000'000;
 constexpr int kMaxSamples = 256;
 constexpr uint64_t kForeignOnlyNs = 1'000'000'000;
 constexpr size_t kDriverStack = size_t{1} << 20;
@@ -97,24 +96,6 @@ struct GroupPids {
     }
 };
 
-// The period a new sample of `pid` covers, remembering its timestamp.
-unsigned long long sample_period_us(ComputeSampler& sampler, unsigned int pid,
-                                    unsigned long long timestamp_us) {
-    for (ComputeSampler::PidSample& entry : sampler.pids) {
-        if (entry.pid == pid && entry.timestamp_us != 0) {
-            if (timestamp_us <= entry.timestamp_us) {
-                return 0; // seen already
-            }
-            const unsigned long long period = timestamp_us - entry.timestamp_us;
-            entry.timestamp_us = timestamp_us;
-            return period < kMaxSamplePeriodUs ? period : kMaxSamplePeriodUs;
-        }
-    }
-    sampler.pids[sampler.pid_next] = {pid, timestamp_us};
-    sampler.pid_next = (sampler.pid_next + 1) % ComputeSampler::kPidMemory;
-    return kDefaultSamplePeriodUs;
-}
-
 bool open_nvml(ComputeSampler& sampler, const DeviceInfo& device) {
     if (sampler.nvml_tried) {
         return sampler.nvml != nullptr;
@@ -135,6 +116,30 @@ bool open_nvml(ComputeSampler& sampler, const DeviceInfo& device) {
     return true;
 }
 
+// The device's own utilization samples, one per window: they give the
+// sample window exactly (limit::SampleClock). Optional: without them the
+// clock learns the window from the processes' samples.
+void learn_window(ComputeSampler& sampler) {
+    const RealNvml& nvml = real_nvml();
+    if (nvml.nvmlDeviceGetSamples == nullptr) {
+        return;
+    }
+    nvmlSample_t samples[kMaxSamples];
+    unsigned int count = kMaxSamples;
+    int value_type = 0;
+    if (nvml.nvmlDeviceGetSamples(sampler.nvml, NVML_GPU_UTILIZATION_SAMPLES,
+                                  sampler.device_seen_us, &value_type, &count,
+                                  samples) != NVML_SUCCESS) {
+        return; // NOT_FOUND (none new), NOT_SUPPORTED, or an error
+    }
+    for (unsigned int i = 0; i < count && i < static_cast<unsigned int>(kMaxSamples); ++i) {
+        sampler.clock.device_sample(samples[i].timeStamp);
+        if (samples[i].timeStamp > sampler.device_seen_us) {
+            sampler.device_seen_us = samples[i].timeStamp;
+        }
+    }
+}
+
 // The group's busy time on the device measured since the previous poll.
 uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupPids& group,
                  uint64_t now_ns) {
@@ -147,6 +152,7 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
         return 0;
     }
     const RealNvml& nvml = real_nvml();
+    learn_window(sampler);
     nvmlProcessUtilizationSample_t samples[kMaxSamples];
     unsigned int count = kMaxSamples;
     const nvmlReturn_t result =
@@ -164,14 +170,14 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
                 sampler.last_seen_us = sample.timeStamp;
             }
             any = true;
-            if (!group.has(sample.pid)) {
-                continue;
+            // Every process's samples go through the clock (they teach it
+            // the window); only the group's count.
+            const uint64_t busy =
+                sampler.clock.busy_ns(sample.pid, sample.timeStamp, sample.smUtil);
+            if (group.has(sample.pid)) {
+                matched = true;
+                busy_ns += busy;
             }
-            matched = true;
-            const unsigned long long period =
-                sample_period_us(sampler, sample.pid, sample.timeStamp);
-            const unsigned int percent = sample.smUtil > 100 ? 100 : sample.smUtil;
-            busy_ns += static_cast<uint64_t>(period) * 1000u * percent / 100u;
         }
     }
     if (matched) {

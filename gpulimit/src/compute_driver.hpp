@@ -15,20 +15,14 @@ namespace gpulimit {
 // NVML's per-process sampling, for one device, as the driver sees it: the
 // group's busy time in the samples that arrived since the previous call.
 struct ComputeSampler {
-    static constexpr int kPidMemory = 64; // processes whose last sample is remembered
-
     nvmlDevice_t nvml = nullptr;
     bool nvml_tried = false;
     bool ever_matched = false;
-    unsigned long long last_seen_us = 0; // NVML's lastSeenTimeStamp
+    unsigned long long last_seen_us = 0;   // NVML's lastSeenTimeStamp
+    unsigned long long device_seen_us = 0; // the same, for the device's own samples
     uint64_t last_poll_ns = 0;
     uint64_t started_ns = 0; // when this process began to drive the device
-    struct PidSample {
-        unsigned int pid;
-        unsigned long long timestamp_us;
-    };
-    PidSample pids[kPidMemory] = {};
-    int pid_next = 0;
+    limit::SampleClock clock;
 };
 
 } // namespace gpulimit

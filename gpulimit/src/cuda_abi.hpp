@@ -195,5 +195,11 @@ struct nvmlUtilization_t {
     unsigned int gpu; // percent of the last sample period any kernel ran
     unsigned int memory;
 };
+// nvmlDeviceGetSamples: one sample per sampling window, busy or idle.
+inline constexpr int NVML_GPU_UTILIZATION_SAMPLES = 1;
+struct nvmlSample_t {
+    unsigned long long timeStamp;   // CPU timestamp, microseconds
+    unsigned long long sampleValue; // nvmlValue_t: an 8-byte union
+};
 
 } // extern "C"

@@ -156,6 +156,62 @@ bool ShareController::step(uint64_t now_ns, uint64_t busy_ns) {
     return open_;
 }
 
+uint64_t SampleClock::window_us() const {
+    if (gap_count_ == 0) {
+        return kDefaultWindowUs;
+    }
+    uint64_t shortest = gaps_[0];
+    for (int i = 1; i < gap_count_; ++i) {
+        shortest = gaps_[i] < shortest ? gaps_[i] : shortest;
+    }
+    return shortest;
+}
+
+void SampleClock::learn_gap(uint64_t gap_us) {
+    gaps_[gap_next_] = gap_us < kMaxWindowUs ? gap_us : kMaxWindowUs;
+    gap_next_ = (gap_next_ + 1) % kGaps;
+    gap_count_ += gap_count_ < kGaps ? 1 : 0;
+}
+
+void SampleClock::device_sample(uint64_t timestamp_us) {
+    if (timestamp_us <= device_last_us_) {
+        return; // seen already
+    }
+    if (device_last_us_ != 0) {
+        if (!device_gaps_) {
+            gap_count_ = 0; // the processes' gaps were a guess; these are not
+            gap_next_ = 0;
+            device_gaps_ = true;
+        }
+        learn_gap(timestamp_us - device_last_us_);
+    }
+    device_last_us_ = timestamp_us;
+}
+
+uint64_t SampleClock::busy_ns(uint32_t pid, uint64_t timestamp_us, uint32_t percent) {
+    const uint64_t bounded = percent > 100 ? 100 : percent;
+    for (PidStamp& entry : pids_) {
+        if (entry.pid != pid || entry.timestamp_us == 0) {
+            continue;
+        }
+        if (timestamp_us <= entry.timestamp_us) {
+            return 0; // seen already
+        }
+        const uint64_t gap = timestamp_us - entry.timestamp_us;
+        entry.timestamp_us = timestamp_us;
+        if (!device_gaps_) {
+            learn_gap(gap);
+        }
+        // The window, or less: a sample closer to the previous one than a
+        // window (a clock step) counts only its gap.
+        const uint64_t window = window_us();
+        return (gap < window ? gap : window) * 1000u * bounded / 100u;
+    }
+    pids_[pid_next_] = {pid, timestamp_us};
+    pid_next_ = (pid_next_ + 1) % kPids;
+    return window_us() * 1000u * bounded / 100u;
+}
+
 void gate_set(ComputeRecord& record, bool open) {
     if (!open) {
         record.gate.store(kGateClosed, std::memory_order_seq_cst);

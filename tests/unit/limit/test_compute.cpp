@@ -271,6 +271,76 @@ TEST(Compute, SimulatedLongerKernels) {
     }
 }
 
+// NVML reports a process only for windows it was busy in. A process busy
+// 60% of every other 1/6-s window ran 0.1 s per two windows: weighting each
+// sample by the time since the process's previous one (two windows) counted
+// it twice over, and the controller held such a program (a full launch
+// queue, bursts between long closed stretches) to half its cap.
+TEST(Compute, SampleClockCountsTheWindowNotTheGapSinceTheLastSample) {
+    constexpr uint64_t kWindowUs = 1'000'000 / 6;
+    constexpr uint64_t kStartUs = 1'000'000'000;
+    SampleClock clock;
+    uint64_t counted = 0;
+    uint64_t truth = 0;
+    for (uint64_t window = 1; window <= 60; ++window) {
+        // Another process, busy in every window, and the device's own
+        // samples: both show the window.
+        clock.busy_ns(7, kStartUs + window * kWindowUs, 10);
+        if (window % 2 == 0) {
+            continue; // process 42 idle: no sample
+        }
+        counted += clock.busy_ns(42, kStartUs + window * kWindowUs, 60);
+        truth += kWindowUs * 1000 * 60 / 100;
+    }
+    EXPECT_EQ(clock.window_us(), kWindowUs);
+    EXPECT_EQ(counted, truth);
+}
+
+// Per-process gaps alone cannot tell a skipped window from a long one; the
+// device's own samples (one per window, busy or idle) can, and win.
+TEST(Compute, SampleClockTakesTheWindowFromDeviceSamples) {
+    constexpr uint64_t kWindowUs = 1'000'000 / 6;
+    constexpr uint64_t kStartUs = 1'000'000'000;
+    SampleClock clock;
+    clock.busy_ns(42, kStartUs + kWindowUs, 60);
+    clock.busy_ns(42, kStartUs + 3 * kWindowUs, 60);
+    EXPECT_EQ(clock.window_us(), 2 * kWindowUs); // all it has seen
+    clock.device_sample(kStartUs + 3 * kWindowUs);
+    clock.device_sample(kStartUs + 4 * kWindowUs);
+    EXPECT_EQ(clock.window_us(), kWindowUs);
+    EXPECT_EQ(clock.busy_ns(42, kStartUs + 6 * kWindowUs, 60), kWindowUs * 1000 * 60 / 100);
+    // Device samples rule from now on: short per-process gaps (a clock
+    // step) do not shrink it...
+    clock.busy_ns(42, kStartUs + 6 * kWindowUs + 10, 60);
+    EXPECT_EQ(clock.window_us(), kWindowUs);
+    // ...and a device that samples once a second is learnt from them too,
+    // the same timestamp twice (a repeated read) teaching nothing.
+    clock.device_sample(kStartUs + 10'000'000);
+    clock.device_sample(kStartUs + 10'000'000);
+    clock.device_sample(kStartUs + 11'000'000);
+    clock.device_sample(kStartUs + 12'000'000);
+    EXPECT_EQ(clock.window_us(), kWindowUs); // the shortest of the recent gaps
+    for (int second = 13; second < 13 + SampleClock::kGaps; ++second) {
+        clock.device_sample(kStartUs + static_cast<uint64_t>(second) * 1'000'000);
+    }
+    EXPECT_EQ(clock.window_us(), 1'000'000u);
+}
+
+TEST(Compute, SampleClockLearnsLongWindowsAndIgnoresSamplesSeen) {
+    SampleClock clock;
+    // A GPU that samples once a second: the first sample counts the default
+    // window, later ones the learnt second.
+    EXPECT_EQ(clock.busy_ns(5, 10'000'000, 50), SampleClock::kDefaultWindowUs * 1000 / 2);
+    EXPECT_EQ(clock.busy_ns(5, 11'000'000, 50), 500'000'000u);
+    EXPECT_EQ(clock.window_us(), 1'000'000u);
+    EXPECT_EQ(clock.busy_ns(5, 11'000'000, 50), 0u); // the same sample again
+    EXPECT_EQ(clock.busy_ns(5, 10'500'000, 50), 0u); // an older one
+    // A gap beyond NVML's longest window counts one window, not the gap.
+    EXPECT_EQ(clock.busy_ns(5, 20'000'000, 100), 1'000'000'000u);
+    // A hostile utilization above 100% counts as 100%.
+    EXPECT_EQ(clock.busy_ns(5, 21'000'000, 250), 1'000'000'000u);
+}
+
 namespace {
 
 // A group state with one device whose compute record the test drives.

@@ -106,6 +106,54 @@ class ShareController {
     int provisional_count_ = 0;
 };
 
+// NVML's per-process utilization samples turned into busy time, for one
+// device. A sample {pid, timeStamp, smUtil} says that in the sample window
+// ending at timeStamp a kernel of pid ran smUtil percent of the window. NVML
+// reports a process only for windows it was busy in, so the time since the
+// process's previous sample is not the window: after an idle window it is
+// two windows, and weighting by it counted a process that runs every other
+// window twice over (a program that never synchronizes was held to half its
+// cap). The window is learnt instead, as the shortest of the last kGaps gaps
+// between:
+//   - the device's own utilization samples (nvmlDeviceGetSamples), one per
+//     window whether busy or idle: exact, and once seen the only source;
+//   - else two samples of one process (any process on the device): a skipped
+//     window makes a gap too long, never too short, so the shortest is the
+//     window once some process was busy in two windows in a row.
+// Until then, NVML's most common window, 1/6 s. Pure: tests feed it samples.
+class SampleClock {
+  public:
+    // The busy time one new sample stands for; 0 for a sample already seen
+    // (a timestamp not after the process's previous one). Feed it every
+    // sample of the device, the group's or not: other processes' gaps teach
+    // the window too.
+    uint64_t busy_ns(uint32_t pid, uint64_t timestamp_us, uint32_t percent);
+    // The timestamp of one of the device's own utilization samples.
+    void device_sample(uint64_t timestamp_us);
+    // The sample window as learnt so far, in microseconds.
+    uint64_t window_us() const;
+
+    static constexpr uint64_t kDefaultWindowUs = 1'000'000 / 6;
+    static constexpr uint64_t kMaxWindowUs = 1'000'000; // NVML's longest
+    static constexpr int kPids = 64;
+    static constexpr int kGaps = 32;
+
+  private:
+    struct PidStamp {
+        uint32_t pid;
+        uint64_t timestamp_us;
+    };
+    void learn_gap(uint64_t gap_us);
+
+    PidStamp pids_[kPids] = {};
+    int pid_next_ = 0;
+    uint64_t gaps_[kGaps] = {};
+    int gap_next_ = 0;
+    int gap_count_ = 0;
+    uint64_t device_last_us_ = 0;
+    bool device_gaps_ = false; // the gaps are the device's own
+};
+
 // Gate operations on a record in shared memory.
 // Opens (waking every sleeper) or closes the gate.
 void gate_set(ComputeRecord& record, bool open);
