@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace gpuinit::limit::oci {
 
@@ -97,21 +100,61 @@ JsonValue make_mount(const std::string& destination, const std::string& source,
     return mount;
 }
 
-// Adds the bind mount unless the spec's last mount at `destination` is
-// already this one (a later mount at the same place would cover ours).
+// A container path as the runtime resolves it: absolute, without empty,
+// "." or ".." components ("/etc//ld.so.preload/" is "/etc/ld.so.preload";
+// ".." stops at the root, as runc's and crun's secure joins do).
+std::string normalized_path(std::string_view path) {
+    std::vector<std::string_view> parts;
+    while (!path.empty()) {
+        size_t slash = path.find('/');
+        std::string_view part = path.substr(0, slash);
+        path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            if (!parts.empty()) {
+                parts.pop_back();
+            }
+            continue;
+        }
+        parts.push_back(part);
+    }
+    std::string out;
+    for (std::string_view part : parts) {
+        out += '/';
+        out += part;
+    }
+    return out.empty() ? "/" : out;
+}
+
+// A mount at `outer` hides whatever is at `inner`: the same path or a
+// directory above it.
+bool covers(const std::string& outer, const std::string& inner) {
+    return outer == inner || outer == "/" ||
+           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+            inner[outer.size()] == '/');
+}
+
+// Adds the bind mount unless the spec's last mount at `destination` or
+// above it is already this one: a later mount at the same place, however
+// spelt, or over a parent directory would cover ours.
 bool ensure_mount(JsonValue& mounts, const std::string& destination, const std::string& source,
                   std::initializer_list<const char*> options) {
+    const std::string target = normalized_path(destination);
     const JsonValue* last = nullptr;
     for (const JsonValue& mount : mounts.items()) {
         const std::string* at = string_member(mount, "destination");
-        if (at != nullptr && *at == destination) {
+        if (at != nullptr && covers(normalized_path(*at), target)) {
             last = &mount;
         }
     }
     if (last != nullptr) {
+        const std::string* at = string_member(*last, "destination");
         const std::string* from = string_member(*last, "source");
         const std::string* type = string_member(*last, "type");
-        if (from != nullptr && *from == source && type != nullptr && *type == "bind") {
+        if (normalized_path(*at) == target && from != nullptr && *from == source &&
+            type != nullptr && *type == "bind") {
             return false;
         }
     }

@@ -69,6 +69,7 @@ std::pair<int, std::string> run_with_input(std::vector<std::string> argv, std::s
         ::dup2(in, 0);
         ::dup2(out, 1);
         std::vector<char*> args;
+        args.reserve(argv.size() + 1);
         for (std::string& word : argv) {
             args.push_back(word.data());
         }
@@ -305,6 +306,31 @@ TEST(OciSpec, AMountThatCoversOursIsCoveredAgain) {
     EXPECT_EQ(mounts.back().find("source")->text(), "/run/gpu-limit/ld.so.preload");
 }
 
+TEST(OciSpec, AMountOverAParentOrSpeltOtherwiseIsCoveredAgain) {
+    // Found by fuzz.json_value: an edited spec with a later tmpfs on /etc
+    // hid /etc/ld.so.preload, and editing it again changed nothing.
+    for (const char* cover : {R"({"destination":"/etc","type":"tmpfs","source":"t"})",
+                              R"({"destination":"/","type":"bind","source":"/x"})",
+                              R"({"destination":"/etc//ld.so.preload/","type":"tmpfs"})",
+                              R"({"destination":"/usr/./lib/../lib/gpuinit","type":"tmpfs"})"}) {
+        JsonValue spec = spec_ok(kMinimalSpec);
+        ASSERT_TRUE(edit_spec(spec, options_for("g")));
+        spec.find("mounts")->items().push_back(parse_ok(cover));
+        EXPECT_TRUE(edit_spec(spec, options_for("g"))) << cover;
+        std::string once = serialize_json(spec);
+        EXPECT_FALSE(edit_spec(spec, options_for("g"))) << cover;
+        EXPECT_EQ(serialize_json(spec), once);
+    }
+    // A mount beside ours, or below a directory of ours, covers nothing.
+    JsonValue spec = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(spec, options_for("g")));
+    spec.find("mounts")->items().push_back(
+        parse_ok(R"({"destination":"/etc/ld.so.preload.d","type":"tmpfs"})"));
+    spec.find("mounts")->items().push_back(
+        parse_ok(R"({"destination":"/run/gpu-limit/g/sub","type":"tmpfs"})"));
+    EXPECT_FALSE(edit_spec(spec, options_for("g")));
+}
+
 TEST(OciSpec, TheStateOwnerIsTheProcessUserThroughTheMappings) {
     auto owner = state_owner(spec_ok(R"({"process":{"user":{"uid":1000,"gid":100}}})"));
     ASSERT_TRUE(owner.ok());
@@ -413,6 +439,27 @@ TEST(OciRuntimeArgs, DockersCreate) {
     EXPECT_FALSE(call->config.has_value());
     // Everything after ours goes to the runtime unchanged.
     EXPECT_EQ(call->forward, std::vector<std::string>(args.begin() + 2, args.end()));
+}
+
+TEST(OciRuntimeArgs, TheRealRuntimesOptionsInRuntimeArgs) {
+    // daemon.json's runtimeArgs may name crun's own global options after
+    // ours; docker's script puts containerd's after them.
+    auto call =
+        parse_runtime_args({"--runtime-path", "/usr/bin/crun", "--cgroup-manager=disabled",
+                            "--root", "/var/run/docker/runtime-runc/moby", "--log-format", "json",
+                            "create", "--bundle", "/b", "--pid-file", "/b/init.pid", "abc"});
+    ASSERT_TRUE(call.ok()) << call.error().message;
+    EXPECT_EQ(call->runtime_path.value_or(""), "/usr/bin/crun");
+    EXPECT_EQ(call->forward.front(), "--cgroup-manager=disabled");
+    EXPECT_EQ(call->command, "create");
+    EXPECT_EQ(call->bundle.value_or(""), "/b");
+    EXPECT_EQ(call->id, "abc");
+
+    call = parse_runtime_args({"--cgroup-manager", "disabled", "--rootless", "false", "--debug",
+                               "delete", "--force", "abc"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->command, "delete");
+    EXPECT_EQ(call->id, "abc");
 }
 
 TEST(OciRuntimeArgs, RuncsOwnForms) {
