@@ -506,6 +506,86 @@ void add_egpu_settings(Corpus& corpus) {
     }
 }
 
+// OCI configs and states as docker, podman and runc write them, the files
+// of oci/, the edit's own output, and what the strict parser must refuse.
+void add_json_value(Corpus& corpus, const std::string& source_dir) {
+    const std::string spec_head =
+        R"({"ociVersion":"1.0.2-dev","process":{"terminal":false,"user":{"uid":1000,"gid":100},)"
+        R"("args":["sh"],"env":["PATH=/usr/bin:/bin",)";
+    const std::string spec_tail =
+        R"(],"cwd":"/"},"root":{"path":"rootfs","readonly":true},"hostname":"runc",)"
+        R"("mounts":[{"destination":"/proc","type":"proc","source":"proc"},)"
+        R"({"destination":"/dev","type":"tmpfs","source":"tmpfs","options":["nosuid","mode=755"]}],)"
+        R"("linux":{"cgroupsPath":"/libpod_parent/libpod-)" +
+        std::string(64, 'a') +
+        R"(","uidMappings":[{"containerID":0,"hostID":100000,"size":65536}],)"
+        R"("gidMappings":[{"containerID":0,"hostID":100000,"size":65536}],)"
+        R"("namespaces":[{"type":"pid"},{"type":"mount"}],"resources":{"memory":{"limit":1e9}}}})";
+    for (const std::string& env : {
+             std::string(R"("AMP_VGPU_ENABLE=1","GPU_MEM_PER_DEVICE=4294967296")"),
+             std::string(R"("AMP_VGPU_ENABLE=0")"),
+             std::string(R"("GPU_LIMIT_GROUP=mine","AMP_VGPU_ENABLE=1","GPU_LIMIT_GROUP=x")"),
+             std::string(R"("AMP_VGPU_ENABLE=1","GPU_LIMIT_STATE_DIR=/tmp")"),
+         }) {
+        corpus.add("json_value", spec_head + env + spec_tail);
+    }
+    // Already edited, then a mount that covers ours, and one that covers a parent.
+    const std::string edited =
+        R"({"process":{"env":["AMP_VGPU_ENABLE=1","GPU_LIMIT_STATE_DIR=/run/gpu-limit",)"
+        R"("GPU_LIMIT_GROUP=ctr-1"]},"mounts":[{"destination":"/usr/lib/gpuinit/libgpulimit.so",)"
+        R"("type":"bind","source":"/usr/lib/gpuinit/libgpulimit.so","options":["bind","ro"]},)"
+        R"({"destination":"/etc/ld.so.preload","type":"bind","source":"/run/gpu-limit/ld.so.preload"},)"
+        R"({"destination":"/run/gpu-limit/ctr-1","type":"bind","source":"/run/gpu-limit/ctr-1"})";
+    corpus.add("json_value",
+               edited + R"(],"annotations":{"org.gpuinit.gpu-limit.group":"ctr-1"}})");
+    corpus.add("json_value", edited + R"(,{"destination":"/etc/ld.so.preload","type":"tmpfs"}]})");
+    corpus.add("json_value", edited + R"(,{"destination":"/etc","type":"tmpfs","source":"t"}]})");
+    corpus.add("json_value", edited + R"(,{"destination":"/etc//ld.so.preload/","type":"bind"}]})");
+    // States, as runc, crun and podman hand them to hooks.
+    corpus.add("json_value", R"({"ociVersion":"1.0.2","id":"gl-on-1","status":"stopped","pid":0,)"
+                             R"("bundle":"/b","annotations":{"org.gpuinit.gpu-limit.group":)"
+                             R"("oci-0123456789abcdef"}})");
+    corpus.add("json_value", R"({"ociVersion":"1.0.0","id":")" + std::string(64, 'f') +
+                                 R"(","status":"stopped","pid":0,"bundle":"/b"})");
+    for (const char* file :
+         {"/oci/docker-daemon.json.in", "/oci/hooks.d/gpu-limit-precreate.json.in",
+          "/oci/hooks.d/gpu-limit-poststop.json.in"}) {
+        corpus.add("json_value", read_file(source_dir + file));
+    }
+    for (const char* text : {
+             "",
+             "null",
+             " true ",
+             "false",
+             "0",
+             "-0.5e+10",
+             "1E400",
+             "[]",
+             "{}",
+             R"("\u00e9\ud83d\ude00\/\b\f\n\r\t\"\\")",
+             R"("\u0000\u001f\u007f\u0085")",
+             "\"\xc3\xa9\xf0\x9f\x98\x80\"",
+             R"({"a":1,"a":2})",
+             R"({"a":{"b":1,"b":2}})",
+             R"("\ud800")",
+             R"("\udc00x")",
+             "\"\xed\xa0\x80\"",
+             "\"\xc0\xaf\"",
+             "01",
+             "1.",
+             "[1,]",
+             "{\"a\":1,}",
+             "\xef\xbb\xbf{}",
+             "[1] x",
+             "\"a\tb\"",
+         }) {
+        corpus.add("json_value", text);
+    }
+    for (size_t depth : {size_t{64}, size_t{65}}) { // the parser's limit, and one over it
+        corpus.add("json_value", std::string(depth, '[') + std::string(depth, ']'));
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -520,6 +600,7 @@ int main(int argc, char** argv) {
     add_persist_control(corpus);
     add_nvidia_smi(corpus);
     add_egpu_settings(corpus);
+    add_json_value(corpus, argv[1]);
     corpus.write(argv[2]);
     return 0;
 }
