@@ -68,6 +68,14 @@ void sleep_until(uint64_t deadline_ns) {
     nanosleep(&pause, nullptr);
 }
 
+// CLOCK_REALTIME in microseconds: NVML's sample timestamps.
+unsigned long long realtime_us() {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<unsigned long long>(now.tv_sec) * 1'000'000u +
+           static_cast<unsigned long long>(now.tv_nsec) / 1000u;
+}
+
 // The group's live processes as NVML would name them (host pids where known).
 struct GroupPids {
     int count = 0;
@@ -250,6 +258,17 @@ void* driver_main(void* argument) {
                     continue; // another process of the group drives it
                 }
                 driver.controller.reset(device.compute_percent, now);
+                // A takeover (the previous driver exited): NVML still holds
+                // the samples that driver charged, seconds of them; read
+                // from the start they came back as a second of debt and
+                // held every launch of the group for two. The balance the
+                // previous driver published carries on instead, and only
+                // samples from now on are measured.
+                if (limit::heartbeat_fresh(*record, now)) {
+                    driver.controller.resume(record->tokens_ns.load(std::memory_order_relaxed));
+                }
+                driver.sampler.last_seen_us = realtime_us();
+                driver.sampler.device_seen_us = driver.sampler.last_seen_us;
                 driver.sampler.last_poll_ns = 0;
                 driver.sampler.started_ns = now;
                 if (runtime.settings.use_host_daemon) {

@@ -45,6 +45,15 @@ void ShareController::reset(uint32_t cap_percent, uint64_t now_ns) {
     last_ns_ = now_ns;
 }
 
+void ShareController::resume(int64_t balance_ns) {
+    if (cap_ppm_ == 0) {
+        return;
+    }
+    const auto ceiling = static_cast<int64_t>(kCeilingPeriods * kControlPeriodNs * cap_ppm_ / kPpm);
+    balance_ns_ = balance_ns < -kFloorNs ? -kFloorNs : balance_ns > ceiling ? ceiling : balance_ns;
+    open_ = balance_ns_ > 0;
+}
+
 uint64_t ShareController::utilization_ppm() const {
     uint64_t busy = 0;
     uint64_t open = 0;

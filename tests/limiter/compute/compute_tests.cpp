@@ -295,4 +295,18 @@ TEST_F(Compute, OneGroupOnTwoDevicesIsCappedPerDevice) {
     expect_share(b, 0.50);
 }
 
+// Two processes of one group on one device; the first (which drives the
+// controller, having started first or won the lock) exits after 2.5 s and
+// the other takes over. The new driver once read NVML's whole history of
+// the group's samples as new: a second of debt, every launch held ~2 s and
+// a share of 0.10-0.13 after the hand-over. Its window starts after the
+// hand-over, where it has the group's whole cap.
+TEST_F(Compute, ADriverThatExitsIsTakenOverWithoutAStall) {
+    Job first = capped("handover", 50, {"sync=4", "warmup=0.5", "seconds=2"});
+    Job second = capped("handover", 50, {"sync=4", "warmup=3", "seconds=3"});
+    run_all({&first, &second});
+    expect_share(second, 0.50);
+    EXPECT_LT(second.get("max_launch_us"), 500'000) << "a launch was held across the hand-over";
+}
+
 } // namespace

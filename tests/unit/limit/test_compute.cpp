@@ -209,6 +209,25 @@ TEST(Compute, ControllerClosesWhenOverAndHoardsNothingWhileIdle) {
     EXPECT_LE(closed_steps * kControlPeriodNs, 5 * kSecond);
 }
 
+// A driver taking over carries the balance the previous one published,
+// bounded: its debt is neither forgiven nor grown, its credit not hoarded.
+TEST(Compute, ControllerResumesAPublishedBalanceWithinItsBounds) {
+    ShareController controller;
+    controller.reset(50, 0);
+    controller.resume(-300'000'000);
+    EXPECT_EQ(controller.balance_ns(), -300'000'000);
+    EXPECT_FALSE(controller.step(kControlPeriodNs, 0)); // still in debt
+    controller.resume(-50'000'000'000);
+    EXPECT_EQ(controller.balance_ns(), -ShareController::kFloorNs);
+    controller.resume(50'000'000'000);
+    EXPECT_EQ(controller.balance_ns(),
+              static_cast<int64_t>(ShareController::kCeilingPeriods * kControlPeriodNs / 2));
+    ShareController disabled;
+    disabled.reset(0, 0);
+    disabled.resume(-300'000'000);
+    EXPECT_TRUE(disabled.step(kControlPeriodNs, 0));
+}
+
 TEST(Compute, ControllerMeasuredShareFollowsBusyTime) {
     ShareController controller;
     controller.reset(50, 0);

@@ -55,6 +55,10 @@ class ShareController {
   public:
     // cap_percent: 1..95 (GPU_UTIL_PER_DEVICE); anything else disables.
     void reset(uint32_t cap_percent, uint64_t now_ns);
+    // Takes over a balance another driver left (ComputeRecord::tokens_ns),
+    // bounded like its own: the group's debt or credit does not change hands
+    // with the driver.
+    void resume(int64_t balance_ns);
     // One step at now_ns: busy_ns is the group's busy time measured since the
     // previous step (summed over its processes). Measurements arrive in lumps
     // (a sample period's worth at once), so a step may carry more busy time
