@@ -12,6 +12,7 @@
 #include "gpuinit/limit/daemon_protocol.hpp"
 #include "gpuinit/persist/service.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -41,6 +42,8 @@ namespace {
 namespace limit = gpuinit::limit;
 
 constexpr uint32_t kOomScriptTimeoutMs = 10'000;
+// A pass due within this of a tick runs on it (ticks jitter).
+constexpr uint64_t kTickSlackNs = 2'000'000;
 
 constexpr const char* kUsage =
     "Usage: gpu-limit daemon [OPTION]...\n"
@@ -54,7 +57,9 @@ constexpr const char* kUsage =
     "                       without it: fork, pid file, syslog (SysV init)\n"
     "      --state-dir DIR  the groups' state (default /run/gpu-limit)\n"
     "      --socket PATH    registration socket (default <state-dir>/daemon.sock)\n"
-    "      --interval MS    sampling period (default 100)\n"
+    "      --interval MS    period of the full pass: process lists, memory,\n"
+    "                       OOM policy (default 100); compute caps are\n"
+    "                       stepped every 25 ms regardless\n"
     "      --oom-grace S    seconds over the cap before the OOM policy (default 5)\n"
     "      --oom-script P   program run (bounded to 10 s) before a group's\n"
     "                       processes are killed, with GPU_LIMIT_OOM_* set\n"
@@ -138,10 +143,25 @@ constexpr unsigned kUuidBuffer = 96;
 constexpr unsigned kMaxDevices = 64;
 constexpr unsigned kMaxProcesses = 4096;
 
-// nvmlProcessInfo_v1_t (what nvmlDeviceGetComputeRunningProcesses fills).
+// nvmlProcessInfo_v1_t (what the unversioned
+// nvmlDeviceGetComputeRunningProcesses fills), nvmlProcessInfo_v2_t (_v2)
+// and nvmlProcessInfo_t (_v3): pid and usedGpuMemory lead each.
 struct NvmlProcessInfoV1 {
     unsigned pid;
     unsigned long long usedGpuMemory;
+};
+struct NvmlProcessInfoV2 {
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+    unsigned gpuInstanceId;
+    unsigned computeInstanceId;
+};
+struct NvmlProcessInfoV3 {
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+    unsigned gpuInstanceId;
+    unsigned computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
 };
 // nvmlProcessUtilizationSample_t.
 struct NvmlProcessUtilization {
@@ -181,7 +201,15 @@ class DlNvml final : public limit::NvmlSource {
         // Optional each: without the process list no memory reconciliation
         // (the sampled processes still drive compute); without utilization
         // no compute caps.
-        resolve("nvmlDeviceGetComputeRunningProcesses", processes_);
+        // The newest process list first: drivers keep the older symbols,
+        // but a new driver may leave the v1 one behind some day.
+        if (resolve("nvmlDeviceGetComputeRunningProcesses_v3", processes_v3_)) {
+            process_version_ = 3;
+        } else if (resolve("nvmlDeviceGetComputeRunningProcesses_v2", processes_v2_)) {
+            process_version_ = 2;
+        } else if (resolve("nvmlDeviceGetComputeRunningProcesses", processes_v1_)) {
+            process_version_ = 1;
+        }
         resolve("nvmlDeviceGetProcessUtilization", utilization_);
         if (nvmlReturn_t code = init_(); code != NVML_SUCCESS) {
             return format("nvmlInit failed (NVML error %d); is the driver loaded?", code);
@@ -190,7 +218,7 @@ class DlNvml final : public limit::NvmlSource {
         return {};
     }
     bool has_utilization() const { return utilization_ != nullptr; }
-    bool has_processes() const { return processes_ != nullptr; }
+    bool has_processes() const { return process_version_ != 0; }
 
     bool available() const override { return initialized_; }
 
@@ -212,30 +240,16 @@ class DlNvml final : public limit::NvmlSource {
     }
 
     bool processes(unsigned index, std::vector<limit::NvmlProcess>& out) override {
-        nvmlDevice_t device = nullptr;
-        if (processes_ == nullptr || by_index_(index, &device) != NVML_SUCCESS) {
+        switch (process_version_) {
+        case 3:
+            return list_processes(index, processes_v3_, out);
+        case 2:
+            return list_processes(index, processes_v2_, out);
+        case 1:
+            return list_processes(index, processes_v1_, out);
+        default:
             return false;
         }
-        // The unversioned symbol takes the v1 struct; the count says how many
-        // there were when the buffer was too small.
-        std::vector<NvmlProcessInfoV1> infos(64);
-        for (int attempt = 0; attempt < 4; ++attempt) {
-            unsigned count = static_cast<unsigned>(infos.size());
-            nvmlReturn_t code = processes_(device, &count, infos.data());
-            if (code == NVML_SUCCESS) {
-                for (unsigned i = 0; i < count && i < infos.size(); ++i) {
-                    out.push_back({static_cast<int32_t>(infos[i].pid),
-                                   infos[i].usedGpuMemory == ~0ull ? limit::kNvmlUnknownBytes
-                                                                   : infos[i].usedGpuMemory});
-                }
-                return true;
-            }
-            if (code != NVML_ERROR_INSUFFICIENT_SIZE || count > kMaxProcesses) {
-                return false;
-            }
-            infos.resize(count + 16);
-        }
-        return false;
     }
 
     bool utilization(unsigned index, uint64_t since_us,
@@ -269,6 +283,35 @@ class DlNvml final : public limit::NvmlSource {
     }
 
   private:
+    // One version's list; the count says how many there were when the
+    // buffer was too small.
+    template <typename Info>
+    bool list_processes(unsigned index, nvmlReturn_t (*list)(nvmlDevice_t, unsigned*, Info*),
+                        std::vector<limit::NvmlProcess>& out) {
+        nvmlDevice_t device = nullptr;
+        if (by_index_(index, &device) != NVML_SUCCESS) {
+            return false;
+        }
+        std::vector<Info> infos(64);
+        for (int attempt = 0; attempt < 4; ++attempt) {
+            unsigned count = static_cast<unsigned>(infos.size());
+            nvmlReturn_t code = list(device, &count, infos.data());
+            if (code == NVML_SUCCESS) {
+                for (unsigned i = 0; i < count && i < infos.size(); ++i) {
+                    out.push_back({static_cast<int32_t>(infos[i].pid),
+                                   infos[i].usedGpuMemory == ~0ull ? limit::kNvmlUnknownBytes
+                                                                   : infos[i].usedGpuMemory});
+                }
+                return true;
+            }
+            if (code != NVML_ERROR_INSUFFICIENT_SIZE || count > kMaxProcesses) {
+                return false;
+            }
+            infos.resize(count + 16);
+        }
+        return false;
+    }
+
     template <typename F>
     bool resolve(const char* symbol, F& function) {
         void* address = ::dlsym(handle_, symbol);
@@ -288,7 +331,10 @@ class DlNvml final : public limit::NvmlSource {
     nvmlReturn_t (*count_)(unsigned*) = nullptr;
     nvmlReturn_t (*by_index_)(unsigned, nvmlDevice_t*) = nullptr;
     nvmlReturn_t (*uuid_)(nvmlDevice_t, char*, unsigned) = nullptr;
-    nvmlReturn_t (*processes_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV1*) = nullptr;
+    int process_version_ = 0; // 0: no process list
+    nvmlReturn_t (*processes_v1_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV1*) = nullptr;
+    nvmlReturn_t (*processes_v2_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV2*) = nullptr;
+    nvmlReturn_t (*processes_v3_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV3*) = nullptr;
     nvmlReturn_t (*utilization_)(nvmlDevice_t, NvmlProcessUtilization*, unsigned*,
                                  unsigned long long) = nullptr;
 };
@@ -602,10 +648,15 @@ int run_daemon(const DaemonArgs& args, const CommonOptions& common) {
         tell_parent(1);
         return kLimitCannotRun;
     }
+    // The timer ticks every control period (the compute gate moves in these
+    // quanta, as under the in-process driver); a full pass (process lists,
+    // memory, OOM) runs on the tick at or after each --interval.
     itimerspec period{};
-    period.it_interval.tv_sec = static_cast<time_t>(args.interval_ms / 1000);
-    period.it_interval.tv_nsec = static_cast<long>(args.interval_ms % 1000) * 1'000'000;
+    period.it_interval.tv_sec = 0;
+    period.it_interval.tv_nsec = static_cast<long>(limit::kControlPeriodNs);
     period.it_value = period.it_interval;
+    const uint64_t interval_ns = args.interval_ms * 1'000'000;
+    uint64_t next_pass_ns = 0;
     ::timerfd_settime(timer.get(), 0, &period, nullptr);
 
     if (!nvml_problem.empty()) {
@@ -619,7 +670,8 @@ int run_daemon(const DaemonArgs& args, const CommonOptions& common) {
         log.warning("gpu-limit daemon: NVML has no nvmlDeviceGetProcessUtilization; compute caps "
                     "are left to in-process sampling");
     }
-    log.info(format("gpu-limit daemon: listening on %s, state in %s, every %llu ms",
+    log.info(format("gpu-limit daemon: listening on %s, state in %s, a pass every %llu ms, "
+                    "compute steps every 25 ms",
                     socket_path.c_str(), args.state_dir.c_str(),
                     static_cast<unsigned long long>(args.interval_ms)));
     tell_parent(0);
@@ -652,8 +704,14 @@ int run_daemon(const DaemonArgs& args, const CommonOptions& common) {
         if ((fds[2].revents & POLLIN) != 0) {
             uint64_t expirations = 0;
             (void)!::read(timer.get(), &expirations, sizeof expirations);
-            server->service(clock_ns(CLOCK_MONOTONIC), answer, &core);
-            (void)core.sample();
+            uint64_t now = clock_ns(CLOCK_MONOTONIC);
+            server->service(now, answer, &core);
+            if (now >= next_pass_ns) {
+                (void)core.sample();
+                next_pass_ns = now + interval_ns - std::min(interval_ns, kTickSlackNs);
+            } else {
+                core.step_compute();
+            }
         }
     }
     if (notifier && notifier->active()) {

@@ -28,6 +28,8 @@ constexpr uint32_t kDriverDaemon = 2;
 // check must not cost the daemon more than a bounded amount per request.
 constexpr size_t kMaxPeerFds = 16384;
 constexpr size_t kFdinfoLimit = 64u << 10;
+// Pids remembered from utilization samples between passes, per device.
+constexpr size_t kMaxSampledPids = 4096;
 
 bool is_alnum(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -173,8 +175,9 @@ struct DaemonCore::Group {
         ShareController controller;
         uint32_t cap_percent = 0;
         bool driving = false;
-        uint64_t last_step_ns = 0;
-        uint64_t over_since_ns = 0; // 0: not over its cap
+        int nvml_index = -1;          // -1: not among NVML's devices
+        uint64_t pending_busy_ns = 0; // measured since the last step
+        uint64_t over_since_ns = 0;   // 0: not over its cap
         uint64_t external = 0;
     };
     Device devices[kMaxGroupDevices];
@@ -313,6 +316,7 @@ DaemonCore::~DaemonCore() {
 }
 
 void DaemonCore::close_all() {
+    pid_group_.clear();
     groups_.clear();
 }
 
@@ -381,6 +385,7 @@ std::string DaemonCore::handle_datagram(const char* data, size_t size,
         return reply_error("peer-gone");
     }
     group->registered[slot] = Group::Registration{peer.pid, *start};
+    pid_group_[peer.pid] = group; // its samples count from the next step on
     group->file->slots[slot].host_pid.store(peer.pid, std::memory_order_release);
     return kReplyOk;
 }
@@ -456,15 +461,112 @@ void DaemonCore::prune(Group& group) {
     }
 }
 
+void DaemonCore::poll_utilization(uint64_t now_ns) {
+    if (last_poll_ns_ != 0 && now_ns - last_poll_ns_ < kPollNs) {
+        return;
+    }
+    last_poll_ns_ = now_ns;
+    for (const NvmlDevice& device : devices_) {
+        DeviceClock& clock = clocks_[device.index];
+        std::vector<NvmlSample> samples;
+        if (!nvml_.utilization(device.index, clock.last_seen_us, samples)) {
+            continue;
+        }
+        uint64_t newest = clock.last_seen_us;
+        for (const NvmlSample& sample : samples) {
+            if (sample.pid <= 0) {
+                continue;
+            }
+            newest = std::max(newest, sample.timestamp_us);
+            // Every process's samples teach the clock the window; the
+            // mapped ones' busy time goes to their group's device.
+            uint64_t busy = clock.clock.busy_ns(static_cast<uint32_t>(sample.pid),
+                                                sample.timestamp_us, sample.sm_percent);
+            if (clock.sampled.size() < kMaxSampledPids) {
+                clock.sampled.insert(sample.pid);
+            }
+            if (sm_percent_.size() < kMaxSampledPids || sm_percent_.count(sample.pid) != 0) {
+                sm_percent_[sample.pid] = std::min<uint32_t>(sample.sm_percent, 100);
+            }
+            auto member = pid_group_.find(sample.pid);
+            if (member == pid_group_.end() || busy == 0) {
+                continue;
+            }
+            for (Group::Device& state : member->second->devices) {
+                if (state.nvml_index == static_cast<int>(device.index)) {
+                    state.pending_busy_ns += busy;
+                }
+            }
+        }
+        clock.last_seen_us = newest;
+    }
+}
+
+void DaemonCore::drive(Group& group, int d, uint64_t now_ns, PassDevice* shown) {
+    Group::Device& state = group.devices[d];
+    ComputeRecord& compute = group.file->header.compute[d];
+    if (state.nvml_index < 0) {
+        return; // not measurable now: left as it is until NVML shows it again
+    }
+    // The group's processes can write the record: any value is possible.
+    uint32_t cap_percent = compute.cap_percent.load(std::memory_order_relaxed);
+    bool cap_on = cap_percent >= 1 && cap_percent <= 95;
+    if (cap_on && !group.daemon_locked) {
+        group.daemon_locked = group.own.try_daemon_lock();
+        if (!group.daemon_locked && !group.said_daemon_lock) {
+            effects_.log("gpu-limit daemon: group " + group.name +
+                         ": another daemon holds its daemon lock; its gates are left to it");
+            group.said_daemon_lock = true;
+        }
+    }
+    if (cap_on && group.daemon_locked) {
+        if (!state.driving || state.cap_percent != cap_percent) {
+            state.controller.reset(cap_percent, now_ns);
+            state.cap_percent = cap_percent;
+            state.driving = true;
+            state.pending_busy_ns = 0;
+        }
+        uint64_t busy = state.pending_busy_ns;
+        state.pending_busy_ns = 0;
+        bool open = drive_step(compute, state.controller, now_ns, busy, kDriverDaemon);
+        if (shown != nullptr) {
+            shown->busy_ns = busy;
+            shown->gate_open = open;
+            shown->driven = true;
+        }
+    } else if (state.driving) {
+        compute.driver.store(kDriverNone, std::memory_order_release);
+        gate_set(compute, true);
+        state.driving = false;
+    }
+}
+
+void DaemonCore::step_compute() {
+    uint64_t now = effects_.monotonic_ns();
+    poll_utilization(now);
+    for (auto& [name, group] : groups_) {
+        for (int d = 0; d < kMaxGroupDevices; ++d) {
+            drive(*group, d, now, nullptr);
+        }
+    }
+}
+
 PassReport DaemonCore::sample() {
     PassReport report;
     uint64_t now = effects_.monotonic_ns();
-    uint64_t now_us = effects_.realtime_us();
+    report.nvml = nvml_.available();
+    devices_.clear();
+    if (report.nvml) {
+        devices_ = nvml_.devices();
+    }
+    // Samples first, on the last pass's mapping (discover() may close
+    // groups: the mapping goes before it does).
+    poll_utilization(now);
+    pid_group_.clear();
     discover();
     for (auto& [name, group] : groups_) {
         prune(*group);
     }
-    report.nvml = nvml_.available();
 
     // Which group each GPU process belongs to: registrations first, then
     // cgroups (looked up once per process while it stays on a GPU).
@@ -512,49 +614,38 @@ PassReport DaemonCore::sample() {
         return &(members[pid] = Member{group->second.get(), false, *start});
     };
 
-    // Per group and NVML device: the group's processes there.
+    // Per group and NVML device: the group's processes there, from NVML's
+    // process list and from the utilization samples since the last pass (a
+    // process NVML samples has a context there; without a process list,
+    // those are all there is, memory unknown, so compute is driven and
+    // memory left alone).
     struct Seen {
         uint64_t measured = 0;
         bool measured_known = false;
-        uint64_t sm_percent = 0; // summed over the group's processes
         std::vector<PassProcess> processes;
     };
     std::map<std::pair<Group*, std::string>, Seen> seen;
-    std::vector<NvmlDevice> devices;
-    if (report.nvml) {
-        devices = nvml_.devices();
-    }
-    for (const NvmlDevice& device : devices) {
+    std::set<int32_t> on_gpu;
+    for (const NvmlDevice& device : devices_) {
         std::vector<NvmlProcess> processes;
-        std::vector<NvmlSample> samples;
         bool listed = nvml_.processes(device.index, processes);
-        // Samples since the previous pass; a process's samples averaged.
-        bool sampled = nvml_.utilization(device.index, last_sample_us_, samples);
-        if (!listed && !sampled) {
-            continue;
-        }
-        if (!listed) {
-            // No process list (an NVML without it): the sampled processes,
-            // memory unknown, so compute is driven and memory left alone.
-            for (const NvmlSample& sample : samples) {
-                if (std::none_of(processes.begin(), processes.end(), [&](const NvmlProcess& known) {
-                        return known.pid == sample.pid;
-                    })) {
-                    processes.push_back({sample.pid, kNvmlUnknownBytes});
-                }
+        DeviceClock& clock = clocks_[device.index];
+        for (int32_t pid : clock.sampled) {
+            if (std::none_of(processes.begin(), processes.end(),
+                             [&](const NvmlProcess& known) { return known.pid == pid; })) {
+                processes.push_back({pid, kNvmlUnknownBytes});
             }
         }
-        std::map<int32_t, std::pair<uint64_t, uint64_t>> utilization; // pid -> (sum, count)
-        for (const NvmlSample& sample : samples) {
-            auto& [sum, count] = utilization[sample.pid];
-            sum += std::min<uint32_t>(sample.sm_percent, 100);
-            ++count;
+        clock.sampled.clear();
+        if (!listed && processes.empty()) {
+            continue;
         }
         for (const NvmlProcess& process : processes) {
             Member* member = process.pid > 0 ? member_of(process.pid) : nullptr;
             if (member == nullptr) {
                 continue;
             }
+            on_gpu.insert(process.pid);
             Seen& entry = seen[{member->group, device.uuid}];
             PassProcess shown;
             shown.pid = process.pid;
@@ -564,10 +655,8 @@ PassReport DaemonCore::sample() {
                 entry.measured += process.used_bytes;
                 entry.measured_known = true;
             }
-            if (auto found = utilization.find(process.pid); found != utilization.end()) {
-                shown.sm_percent =
-                    static_cast<uint32_t>(found->second.first / found->second.second);
-                entry.sm_percent += shown.sm_percent;
+            if (auto found = sm_percent_.find(process.pid); found != sm_percent_.end()) {
+                shown.sm_percent = found->second;
             }
             entry.processes.push_back(shown);
         }
@@ -575,7 +664,32 @@ PassReport DaemonCore::sample() {
     for (auto it = cgroup_cache_.begin(); it != cgroup_cache_.end();) {
         it = it->second.seen ? std::next(it) : cgroup_cache_.erase(it);
     }
-    last_sample_us_ = now_us;
+    for (auto it = sm_percent_.begin(); it != sm_percent_.end();) {
+        it = on_gpu.count(it->first) != 0 ? std::next(it) : sm_percent_.erase(it);
+    }
+    // The mapping the compute steps until the next pass use: every member,
+    // registered or found by cgroup (a registered process may not show in
+    // NVML's list yet and still have samples).
+    for (const auto& [pid, member] : members) {
+        pid_group_[pid] = member.group;
+    }
+    // Each group device's NVML index, for the compute steps.
+    for (auto& [name, group] : groups_) {
+        for (int d = 0; d < kMaxGroupDevices; ++d) {
+            const DeviceRecord& record = group->file->header.devices[d];
+            group->devices[d].nvml_index = -1;
+            if (!report.nvml || record.state.load(std::memory_order_acquire) != kRecordReady) {
+                continue;
+            }
+            std::string uuid(record.uuid, ::strnlen(record.uuid, kUuidSize));
+            for (const NvmlDevice& device : devices_) {
+                if (same_uuid(device.uuid, uuid)) {
+                    group->devices[d].nvml_index = static_cast<int>(device.index);
+                    break;
+                }
+            }
+        }
+    }
 
     for (auto& [name, group_pointer] : groups_) {
         Group& group = *group_pointer;
@@ -587,13 +701,14 @@ PassReport DaemonCore::sample() {
             if (record.state.load(std::memory_order_acquire) != kRecordReady) {
                 break; // records fill in order
             }
-            std::string uuid(record.uuid, ::strnlen(record.uuid, kUuidSize));
-            auto device = std::find_if(devices.begin(), devices.end(), [&](const NvmlDevice& nvml) {
-                return same_uuid(nvml.uuid, uuid);
-            });
-            if (device == devices.end()) {
+            if (group.devices[d].nvml_index < 0) {
                 continue;
             }
+            std::string uuid(record.uuid, ::strnlen(record.uuid, kUuidSize));
+            auto device =
+                std::find_if(devices_.begin(), devices_.end(), [&](const NvmlDevice& nvml) {
+                    return static_cast<int>(nvml.index) == group.devices[d].nvml_index;
+                });
             Seen entry;
             if (auto found = seen.find({&group, device->uuid}); found != seen.end()) {
                 entry = std::move(found->second);
@@ -603,52 +718,10 @@ PassReport DaemonCore::sample() {
             PassDevice shown;
             shown.uuid = uuid;
             shown.processes = entry.processes;
+            shown.cap_percent = compute.cap_percent.load(std::memory_order_relaxed);
 
             // Compute: step the group's controller and drive the gate.
-            uint32_t cap_percent = compute.cap_percent.load(std::memory_order_relaxed);
-            shown.cap_percent = cap_percent;
-            bool cap_on = cap_percent >= 1 && cap_percent <= 95;
-            if (cap_on && !group.daemon_locked) {
-                group.daemon_locked = group.own.try_daemon_lock();
-                if (!group.daemon_locked && !group.said_daemon_lock) {
-                    effects_.log("gpu-limit daemon: group " + name +
-                                 ": another daemon holds its daemon lock; its gates are left "
-                                 "to it");
-                    group.said_daemon_lock = true;
-                }
-            }
-            if (cap_on && group.daemon_locked) {
-                if (!state.driving || state.cap_percent != cap_percent) {
-                    state.controller.reset(cap_percent, now);
-                    state.cap_percent = cap_percent;
-                    state.driving = true;
-                    state.last_step_ns = now;
-                }
-                uint64_t elapsed = now - state.last_step_ns;
-                uint64_t busy = std::min<uint64_t>(
-                    elapsed, elapsed / 100 * std::min<uint64_t>(entry.sm_percent, 100));
-                bool open = state.controller.step(now, busy);
-                compute.driver.store(kDriverDaemon, std::memory_order_release);
-                compute.heartbeat_ns.store(now, std::memory_order_release);
-                compute.tokens_ns.store(state.controller.balance_ns(), std::memory_order_relaxed);
-                compute.busy_ns.fetch_add(busy, std::memory_order_relaxed);
-                if (elapsed != 0) {
-                    compute.share_ppm.store(busy * 1'000'000 / elapsed, std::memory_order_relaxed);
-                }
-                bool was_closed = compute.gate.load(std::memory_order_relaxed) != 0;
-                if (was_closed) {
-                    compute.closed_ns.fetch_add(elapsed, std::memory_order_relaxed);
-                }
-                gate_set(compute, open);
-                state.last_step_ns = now;
-                shown.busy_ns = busy;
-                shown.gate_open = open;
-                shown.driven = true;
-            } else if (state.driving) {
-                compute.driver.store(kDriverNone, std::memory_order_release);
-                gate_set(compute, true);
-                state.driving = false;
-            }
+            drive(group, d, now, &shown);
 
             // Memory: what NVML measured for the group's processes beyond
             // what the interposers counted goes on the daemon's slot.

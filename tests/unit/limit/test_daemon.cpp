@@ -64,7 +64,13 @@ class FakeNvml final : public NvmlSource {
     }
     bool utilization(unsigned /*index*/, uint64_t since_us, std::vector<NvmlSample>& out) override {
         last_since = since_us;
-        out = samples;
+        ++polls;
+        // As NVML: only samples newer than the last one seen.
+        for (const NvmlSample& sample : samples) {
+            if (sample.timestamp_us > since_us) {
+                out.push_back(sample);
+            }
+        }
         return true;
     }
     bool present = true;
@@ -72,6 +78,7 @@ class FakeNvml final : public NvmlSource {
     std::vector<NvmlProcess> running;
     std::vector<NvmlSample> samples;
     uint64_t last_since = 0;
+    int polls = 0;
 };
 
 class FakeEffects final : public DaemonEffects {
@@ -554,12 +561,12 @@ TEST_F(DaemonTest, StepsDriveTheGate) {
     make_group(kContainer, 1024 * kOneMiB, 25);
     fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
     nvml.running = {{5000, 1 * kOneMiB}};
-    nvml.samples = {{5000, 100, 1}};
     ComputeRecord& record = file->header.compute[0];
     ASSERT_EQ(record.cap_percent.load(), 25u);
     bool closed_once = false;
     for (int step = 0; step < 40; ++step) {
         effects.now = 1 * kSecond + static_cast<uint64_t>(step) * 100'000'000;
+        nvml.samples = {{5000, 100, effects.now / 1000}}; // busy the whole window
         PassReport report = core().sample();
         ASSERT_NE(device_of(report), nullptr);
         EXPECT_TRUE(device_of(report)->driven);
@@ -596,10 +603,10 @@ TEST_F(DaemonTest, WithoutAProcessListSamplesStillDrive) {
     make_group(kContainer, 1024 * kOneMiB, 10);
     fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
     nvml.lists = false;
-    nvml.samples = {{5000, 100, 1}};
     bool closed_once = false;
     for (int step = 0; step < 40; ++step) {
         effects.now = kSecond + static_cast<uint64_t>(step) * 100'000'000;
+        nvml.samples = {{5000, 100, effects.now / 1000}};
         PassReport report = core().sample();
         ASSERT_NE(device_of(report), nullptr);
         ASSERT_EQ(device_of(report)->processes.size(), 1u);
@@ -608,6 +615,34 @@ TEST_F(DaemonTest, WithoutAProcessListSamplesStillDrive) {
     }
     EXPECT_TRUE(closed_once);
     EXPECT_EQ(app.group_used(0), 0u);
+}
+
+// Between passes the daemon steps every control period (25 ms), as the
+// in-process driver does, and reads NVML's samples at most every other step;
+// the busy time of a process mapped at the last pass counts.
+TEST_F(DaemonTest, StepsEveryControlPeriodBetweenPasses) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 1 * kOneMiB}};
+    ComputeRecord& record = file->header.compute[0];
+    effects.now = kSecond;
+    nvml.samples = {{5000, 100, effects.now / 1000}};
+    core().sample();
+    ASSERT_EQ(record.driver.load(), 2u);
+    int polls = nvml.polls;
+    uint64_t busy = record.busy_ns.load();
+    bool closed_once = false;
+    for (int step = 1; step <= 40; ++step) {
+        effects.now = kSecond + static_cast<uint64_t>(step) * kControlPeriodNs;
+        nvml.samples = {{5000, 100, effects.now / 1000}};
+        core().step_compute();
+        EXPECT_EQ(record.heartbeat_ns.load(), effects.now);
+        EXPECT_EQ(record.driver.load(), 2u);
+        closed_once = closed_once || record.gate.load() == 1;
+    }
+    EXPECT_EQ(nvml.polls - polls, 20); // every other step
+    EXPECT_GT(record.busy_ns.load(), busy);
+    EXPECT_TRUE(closed_once);
 }
 
 TEST_F(DaemonTest, NoComputeCapNoDriving) {

@@ -159,9 +159,18 @@ class DaemonCore {
     std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer);
 
     // One sampling pass: groups found or gone, registrations of dead
-    // processes dropped, processes mapped, controllers stepped, external
-    // memory charged, the OOM policy applied.
+    // processes dropped, processes mapped, a compute step, external memory
+    // charged, the OOM policy applied. The tool runs one every --interval.
     PassReport sample();
+
+    // One compute step: NVML's utilization samples (read at most every
+    // kPollNs) turned into busy time for the groups of the processes the
+    // last sample() mapped, then every capped device's controller stepped
+    // and its gate set. The tool runs one every kControlPeriodNs, the
+    // in-process driver's period, so the gate moves in the same quanta
+    // whoever drives it; sample() makes one of its own.
+    void step_compute();
+    static constexpr uint64_t kPollNs = 2 * kControlPeriodNs;
 
     // Gives up every group (the daemon's slots return their charges; gates
     // are opened and handed back to in-process sampling).
@@ -177,6 +186,8 @@ class DaemonCore {
     Group* find_or_open(const std::string& name, std::string& reason);
     void discover();
     void prune(Group& group);
+    void poll_utilization(uint64_t now_ns);
+    void drive(Group& group, int device, uint64_t now_ns, PassDevice* shown);
 
     const Sysroot& root_;
     DaemonConfig config_;
@@ -194,8 +205,20 @@ class DaemonCore {
     // Groups that could not be opened, said once each (forgotten when their
     // directory goes).
     std::set<std::string> refused_;
-    uint64_t last_sample_us_ = 0;
     bool said_too_many_ = false;
+
+    // Compute between passes: NVML's devices as of the last pass, a sample
+    // clock per device, and the processes the last pass mapped to groups.
+    struct DeviceClock {
+        SampleClock clock;
+        uint64_t last_seen_us = 0;
+        std::set<int32_t> sampled; // pids with samples since the last pass
+    };
+    std::vector<NvmlDevice> devices_;
+    std::map<unsigned, DeviceClock> clocks_; // by NVML index
+    std::map<int32_t, Group*> pid_group_;
+    std::map<int32_t, uint32_t> sm_percent_; // each pid's latest sample
+    uint64_t last_poll_ns_ = 0;
 };
 
 // Pure helpers, public for tests.
