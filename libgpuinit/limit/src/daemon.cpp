@@ -215,27 +215,67 @@ struct DaemonCore::Group {
 
 namespace {
 
-// Opens <state_dir>/<group>/state without creating anything or following a
-// symlink, with GroupState's trust rules, and maps it.
-bool map_group(const std::string& state_dir, const std::string& name, DaemonCore::Group& group,
-               std::string& reason) {
+// Opens <state_dir>/<group>/state for the daemon without creating anything
+// or following a symlink, by the trust rule of daemon.hpp ("Group state"):
+// the state dir is the daemon's own (its uid's, writable by nobody else);
+// the group directory directly under it is a real directory (O_NOFOLLOW,
+// used only as a dirfd) writable by nobody but its owner, whoever that is;
+// its "state" is a regular file (checked before the open, so no FIFO or
+// device is ever opened) with one link, owned by the directory's owner and
+// writable by nobody else, of a state file's size. `second` is another open
+// of the same file (dev and inode checked) for the daemon's GroupState.
+bool open_group_file(const std::string& state_dir, const std::string& name, UniqueFd& first,
+                     UniqueFd& second, struct stat& status, std::string& reason) {
+    reason = "untrusted-state";
     UniqueFd base(::open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    UniqueFd directory(base.valid() ? ::openat(base.get(), name.c_str(),
-                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                                    : -1);
-    UniqueFd fd(directory.valid()
-                    ? ::openat(directory.get(), "state", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-                    : -1);
-    if (!fd.valid()) {
-        reason = "no-such-group";
+    struct stat base_status {};
+    if (!base.valid() || ::fstat(base.get(), &base_status) != 0 ||
+        base_status.st_uid != ::geteuid() || (base_status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        reason = "untrusted-state-dir";
         return false;
     }
+    UniqueFd directory(
+        ::openat(base.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!directory.valid()) {
+        reason = errno == ENOENT ? "no-such-group" : "untrusted-state";
+        return false;
+    }
+    struct stat dir_status {};
+    if (::fstat(directory.get(), &dir_status) != 0 || !S_ISDIR(dir_status.st_mode) ||
+        (dir_status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return false;
+    }
+    struct stat before {};
+    if (::fstatat(directory.get(), "state", &before, AT_SYMLINK_NOFOLLOW) != 0) {
+        reason = errno == ENOENT ? "no-such-group" : "untrusted-state";
+        return false;
+    }
+    if (!S_ISREG(before.st_mode)) {
+        return false;
+    }
+    constexpr int kFlags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    first.reset(::openat(directory.get(), "state", kFlags));
+    second.reset(::openat(directory.get(), "state", kFlags));
+    struct stat again {};
+    if (!first.valid() || !second.valid() || ::fstat(first.get(), &status) != 0 ||
+        ::fstat(second.get(), &again) != 0) {
+        return false;
+    }
+    return S_ISREG(status.st_mode) && status.st_dev == before.st_dev &&
+           status.st_ino == before.st_ino && again.st_dev == status.st_dev &&
+           again.st_ino == status.st_ino && status.st_nlink == 1 &&
+           status.st_uid == dir_status.st_uid && (status.st_mode & (S_IWGRP | S_IWOTH)) == 0 &&
+           static_cast<uint64_t>(status.st_size) == sizeof(StateFile);
+}
+
+// Maps the group's state (open_group_file's rule) and opens the daemon's
+// GroupState on the same file.
+bool map_group(const std::string& state_dir, const std::string& name, DaemonCore::Group& group,
+               std::string& reason) {
+    UniqueFd fd;
+    UniqueFd for_state;
     struct stat status {};
-    if (::fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode) || status.st_nlink != 1 ||
-        (status.st_uid != 0 && status.st_uid != ::geteuid()) ||
-        (status.st_mode & (S_IWGRP | S_IWOTH)) != 0 ||
-        static_cast<uint64_t>(status.st_size) != sizeof(StateFile)) {
-        reason = "untrusted-state";
+    if (!open_group_file(state_dir, name, fd, for_state, status, reason)) {
         return false;
     }
     void* address =
@@ -257,6 +297,12 @@ bool map_group(const std::string& state_dir, const std::string& name, DaemonCore
     group.dev_major = ::major(status.st_dev);
     group.dev_minor = ::minor(status.st_dev);
     group.ino = status.st_ino;
+    std::string shown = state_dir + "/" + name + "/state";
+    Problem problem;
+    if (!group.own.open_vetted(for_state.release(), shown.c_str(), problem)) {
+        reason = "untrusted-state";
+        return false;
+    }
     return true;
 }
 
@@ -341,15 +387,9 @@ DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string
     }
     auto group = std::make_unique<Group>();
     group->name = name;
-    // Our own mapping first: it never creates anything, so a request for a
-    // group that does not exist creates no directory.
+    // Never creates anything: a request for a group that does not exist
+    // creates no directory.
     if (!map_group(config_.state_dir, name, *group, reason)) {
-        return nullptr;
-    }
-    Problem problem;
-    if (!group->own.open(config_.state_dir.c_str(), name.c_str(), problem)) {
-        effects_.log("gpu-limit daemon: group " + name + ": " + problem.text);
-        reason = "untrusted-state";
         return nullptr;
     }
     Group* raw = group.get();

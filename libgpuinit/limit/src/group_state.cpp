@@ -751,6 +751,29 @@ bool GroupState::open_read_only(const char* state_dir, const char* group, Proble
     return true;
 }
 
+bool GroupState::open_vetted(int fd, const char* shown, Problem& problem) {
+    if (file_ != nullptr) {
+        ::close(fd);
+        return fail(problem, EBUSY, "group state already open (%s)", path_);
+    }
+    struct stat status {};
+    if (fd < 0 || fstat_fd(fd, status) != 0 || !S_ISREG(status.st_mode) ||
+        static_cast<uint64_t>(status.st_size) != sizeof(StateFile)) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        return fail(problem, EINVAL, "group state file %s is not a state file", shown);
+    }
+    if (!map_state(fd, true, shown, file_, problem)) {
+        ::close(fd);
+        return false;
+    }
+    std::snprintf(path_, sizeof path_, "%s", shown);
+    fd_ = fd;
+    writable_ = true;
+    return true;
+}
+
 bool GroupState::register_process(Problem& problem) {
     if (file_ == nullptr || !writable_) {
         return fail(problem, EBADF, "group state not open for writing");

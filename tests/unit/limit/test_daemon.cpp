@@ -654,6 +654,109 @@ TEST_F(DaemonTest, NoComputeCapNoDriving) {
     EXPECT_EQ(file->header.compute[0].driver.load(), 0u);
 }
 
+// ---------------------------------------------------------------------------
+// The trust rule for groups (daemon.hpp): a container's group, whose
+// directory oci_host hands to the container's uid, is watched; what that uid
+// could make of its directory instead is refused. Needs root (chown).
+
+class DaemonTrustTest : public DaemonTest {
+  protected:
+    static constexpr uid_t kContainerUid = 12345;
+    void SetUp() override {
+        if (::geteuid() != 0) {
+            GTEST_SKIP() << "needs root: the groups belong to a container uid";
+        }
+        DaemonTest::SetUp();
+    }
+    std::string dir(const std::string& name) const { return config.state_dir + "/" + name; }
+    void chown_path(const std::string& path, uid_t uid) {
+        ASSERT_EQ(::lchown(path.c_str(), uid, uid), 0) << path;
+    }
+    // A container's own directory, empty (as oci_host leaves it).
+    void container_dir(const std::string& name) {
+        ASSERT_EQ(::mkdir(dir(name).c_str(), 0700), 0);
+        chown_path(dir(name), kContainerUid);
+    }
+    // The daemon's answer for slot 0 of the group: an ERR about the slot
+    // means the group itself was accepted.
+    std::string answer(const std::string& name) {
+        std::string text = request(name, 0);
+        return core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0});
+    }
+};
+
+TEST_F(DaemonTrustTest, AContainersOwnGroupIsWatched) {
+    make_group(kContainer);
+    chown_path(dir(kContainer), kContainerUid);
+    chown_path(dir(kContainer) + "/state", kContainerUid);
+    core().sample();
+    EXPECT_EQ(core().group_count(), 1u);
+    fake_process(4242, 555, "0::/\n", app.own_slot());
+    EXPECT_EQ(register_as(4242, app.own_slot()), "OK\n");
+}
+
+TEST_F(DaemonTrustTest, ASymlinkIsRefusedForTheStateAndTheDirectory) {
+    make_group("real");
+    container_dir("evil");
+    ASSERT_EQ(::symlink((dir("real") + "/state").c_str(), (dir("evil") + "/state").c_str()), 0);
+    chown_path(dir("evil") + "/state", kContainerUid);
+    EXPECT_EQ(answer("evil"), "ERR untrusted-state\n");
+    ASSERT_EQ(::symlink(dir("real").c_str(), dir("alias").c_str()), 0);
+    EXPECT_EQ(answer("alias"), "ERR untrusted-state\n");
+    core().sample();
+    EXPECT_EQ(core().group_count(), 1u); // "real" only
+    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+}
+
+TEST_F(DaemonTrustTest, AHardlinkIsRefusedEvenWithTheRightOwner) {
+    make_group("real");
+    chown_path(dir("real"), kContainerUid);
+    chown_path(dir("real") + "/state", kContainerUid);
+    container_dir("evil");
+    ASSERT_EQ(::link((dir("real") + "/state").c_str(), (dir("evil") + "/state").c_str()), 0);
+    EXPECT_EQ(answer("evil"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("real"), "ERR untrusted-state\n"); // two names: neither is trusted
+    ASSERT_EQ(::unlink((dir("evil") + "/state").c_str()), 0);
+    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+}
+
+TEST_F(DaemonTrustTest, OwnersMustAgreeAndNobodyElseMayWrite) {
+    make_group("real");
+    // A root-owned file in a container's directory: not the container's.
+    chown_path(dir("real"), kContainerUid);
+    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    chown_path(dir("real") + "/state", kContainerUid);
+    ASSERT_EQ(::chmod(dir("real").c_str(), 0770), 0);
+    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    ASSERT_EQ(::chmod(dir("real").c_str(), 0700), 0);
+    ASSERT_EQ(::chmod((dir("real") + "/state").c_str(), 0620), 0);
+    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    ASSERT_EQ(::chmod((dir("real") + "/state").c_str(), 0600), 0);
+    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+}
+
+TEST_F(DaemonTrustTest, AFifoOrADirectoryIsNeverOpened) {
+    container_dir("fifo");
+    ASSERT_EQ(::mkfifo((dir("fifo") + "/state").c_str(), 0600), 0);
+    chown_path(dir("fifo") + "/state", kContainerUid);
+    EXPECT_EQ(answer("fifo"), "ERR untrusted-state\n"); // and returns: no open blocked
+    container_dir("nested");
+    ASSERT_EQ(::mkdir((dir("nested") + "/state").c_str(), 0700), 0);
+    EXPECT_EQ(answer("nested"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("absent"), "ERR no-such-group\n");
+}
+
+// The state directory itself must be the daemon's: writable by others, no
+// group in it is trusted.
+TEST_F(DaemonTest, AStateDirectoryWritableByOthersIsRefused) {
+    make_group("job1");
+    ASSERT_EQ(::chmod(config.state_dir.c_str(), 0777), 0);
+    std::string text = request("job1", 0);
+    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0}),
+              "ERR untrusted-state-dir\n");
+    ASSERT_EQ(::chmod(config.state_dir.c_str(), 0700), 0);
+}
+
 TEST_F(DaemonTest, GroupsComeAndGo) {
     make_group("job1");
     core().sample();

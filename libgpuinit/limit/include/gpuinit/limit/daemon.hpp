@@ -24,8 +24,20 @@
 //   short name such as "job1" would match unrelated paths.
 // - Signals go only to pids the daemon mapped itself, checked against the
 //   start time it saw then (no pid reuse).
-// - Group state is opened only when <state dir>/<group>/state already exists
-//   and passes GroupState's trust rules; the daemon never creates a group.
+// - Group state is opened only when <state dir>/<group>/state already exists;
+//   the daemon never creates a group. GroupState's own rule (owner: the
+//   caller or root) would refuse a container's group: the container runtime
+//   integration (oci_host) creates <state dir>/<container id>/ as root and
+//   hands it to the container's uid, which creates its state file there.
+//   The daemon's rule instead: the state dir is the daemon's own (its uid's,
+//   writable by nobody else), so only the daemon's uid makes entries in it;
+//   the group directory directly under it is a real directory (opened
+//   O_NOFOLLOW, used only as a dirfd), writable by nobody but its owner,
+//   whoever that is; its "state" is a regular file before it is opened (no
+//   FIFO or device is ever opened), opened with openat(O_NOFOLLOW) on that
+//   dirfd, with one link (no hardlink of another group's file), owned by the
+//   directory's owner, writable by nobody else, of a state file's size. Every
+//   byte of the mapped file stays hostile (the group's processes write it).
 #pragma once
 
 #include "gpuinit/base/result.hpp"

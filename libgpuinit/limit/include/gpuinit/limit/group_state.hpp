@@ -165,6 +165,13 @@ class GroupState {
     // Read-only open for `gpu-limit status` (no creation, no slot).
     bool open_read_only(const char* state_dir, const char* group, Problem& problem);
 
+    // For the host daemon: takes `fd`, a state file it opened read-write and
+    // vetted with its own trust rule (daemon.hpp: a container's group may
+    // belong to the container's uid), and maps it as open() would, without
+    // creating or initializing anything. The handle owns `fd` from then on
+    // (closed on failure too); `shown` names it in problems.
+    bool open_vetted(int fd, const char* shown, Problem& problem);
+
     // Claims a free slot (OFD lock), first reclaiming whatever a dead previous
     // owner left in it. Start position is spread by pid so that hundreds of
     // processes starting together do not contend on the same slots.
