@@ -265,7 +265,7 @@ bool drive_step(ComputeRecord& record, ShareController& controller, uint64_t now
     if (last != 0 && now_ns > last && record.gate.load(std::memory_order_relaxed) != kGateOpen) {
         record.closed_ns.fetch_add(now_ns - last, std::memory_order_relaxed);
     }
-    record.tokens_ns.store(controller.balance_ns(), std::memory_order_relaxed);
+    record.tokens_ns.store(controller.measured_balance_ns(), std::memory_order_relaxed);
     record.busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
     record.share_ppm.store(controller.share_ppm(), std::memory_order_relaxed);
     record.driver.store(driver, std::memory_order_relaxed);

@@ -303,7 +303,7 @@ TEST_F(Compute, OneGroupOnTwoDevicesIsCappedPerDevice) {
 // hand-over, where it has the group's whole cap.
 TEST_F(Compute, ADriverThatExitsIsTakenOverWithoutAStall) {
     Job first = capped("handover", 50, {"sync=4", "warmup=0.5", "seconds=2"});
-    Job second = capped("handover", 50, {"sync=4", "warmup=3", "seconds=3"});
+    Job second = capped("handover", 50, {"sync=4", "warmup=3.5", "seconds=3"});
     run_all({&first, &second});
     expect_share(second, 0.50);
     EXPECT_LT(second.get("max_launch_us"), 500'000) << "a launch was held across the hand-over";

@@ -71,6 +71,10 @@ class ShareController {
     // The predicted balance (measured balance minus provisional charges):
     // the gate is open while it is positive.
     int64_t balance_ns() const { return balance_ns_ - provisional_ns_; }
+    // The measured balance alone (earned minus measured): what a driver
+    // taking over resumes, since it measures for itself the samples still to
+    // come, which the predictions stand for.
+    int64_t measured_balance_ns() const { return balance_ns_; }
     // The measured share over the last second of steps, parts per million.
     uint64_t share_ppm() const;
 
