@@ -517,6 +517,68 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
+// nvml.h's nvmlSample_t (a timestamp and an 8-byte nvmlValue_t union).
+struct StandinSample {
+    unsigned long long timeStamp;
+    unsigned long long sampleValue;
+};
+
+// NVML_GPU_UTILIZATION_SAMPLES only: one sample per ended window, busy or
+// idle (unlike the per-process samples), the device's busy percent as an
+// unsigned int (NVML_VALUE_TYPE_UNSIGNED_INT). Other sampling types: not
+// supported. With samples NULL, *sampleCount says how many there are.
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type,
+                                                 unsigned long long lastSeenTimeStamp,
+                                                 int* sampleValType, unsigned int* sampleCount,
+                                                 StandinSample* samples) {
+    NVML_ENTER();
+    constexpr int kGpuUtilizationSamples = 1;
+    constexpr int kValueTypeUnsignedInt = 1;
+    NvmlDevice* d = device_of(device);
+    if (d == nullptr || sampleValType == nullptr || sampleCount == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (type != kGpuUtilizationSamples) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    using standin::timeline::kWindowNs;
+    const uint64_t last_end = standin::timeline::now_ns() / kWindowNs * kWindowNs;
+    const uint64_t windows =
+        std::min<uint64_t>(standin::timeline::kHistoryWindows, last_end / kWindowNs);
+    const standin::timeline::File* file = timeline();
+    std::vector<StandinSample> found;
+    for (uint64_t end = last_end - windows * kWindowNs + kWindowNs; end <= last_end && windows > 0;
+         end += kWindowNs) {
+        const unsigned long long stamp = realtime_us(end);
+        if (stamp <= lastSeenTimeStamp) {
+            continue;
+        }
+        uint64_t busy = 0;
+        if (file != nullptr &&
+            static_cast<uint32_t>(d->cuda_ordinal) < standin::timeline::kMaxDevices) {
+            busy =
+                standin::timeline::busy_ns(file->devices[d->cuda_ordinal], 0, end - kWindowNs, end);
+        }
+        found.push_back(StandinSample{stamp, percent(busy)});
+    }
+    *sampleValType = kValueTypeUnsignedInt;
+    if (found.empty()) {
+        *sampleCount = 0;
+        return kNvmlNotFound;
+    }
+    if (samples == nullptr) {
+        *sampleCount = static_cast<unsigned>(found.size());
+        return NVML_SUCCESS;
+    }
+    if (*sampleCount < found.size()) {
+        *sampleCount = static_cast<unsigned>(found.size());
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::copy(found.begin(), found.end(), samples);
+    *sampleCount = static_cast<unsigned>(found.size());
+    return NVML_SUCCESS;
+}
+
 // ---- Processes and their memory (standin_memory.hpp) ------------------------
 //
 // nvml.h's nvmlProcessInfo_v1_t (the unversioned symbol), nvmlProcessInfo_v2_t

@@ -758,6 +758,50 @@ TEST_F(StandinCompute, NvmlReportsUtilizationFromTheTimeline) {
     EXPECT_EQ(samples(dev1, buffer.data(), &count, last), 6); // NVML_ERROR_NOT_FOUND
     count = 8;
     EXPECT_EQ(samples(dev0, buffer.data(), &count, last), 6);
+
+    // The device's own samples: one per window, idle ones too, 1/6 s apart.
+    struct DeviceSample {
+        unsigned long long timeStamp;
+        unsigned long long value;
+    };
+    auto device_samples =
+        reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, unsigned long long, int*, unsigned*,
+                                          DeviceSample*)>(dlsym(nvml, "nvmlDeviceGetSamples"));
+    ASSERT_NE(device_samples, nullptr);
+    int value_type = -1;
+    count = 0;
+    ASSERT_EQ(device_samples(dev1, 1, 0, &value_type, &count, nullptr), NVML_SUCCESS);
+    ASSERT_GE(count, 6U); // the last seconds' windows, busy or not
+    std::vector<DeviceSample> windows(count);
+    ASSERT_EQ(device_samples(dev1, 1, 0, &value_type, &count, windows.data()), NVML_SUCCESS);
+    EXPECT_EQ(value_type, 1); // NVML_VALUE_TYPE_UNSIGNED_INT
+    unsigned busy_windows = 0;
+    unsigned idle_windows = 0;
+    for (unsigned i = 0; i < count; ++i) {
+        if (i > 0) {
+            const unsigned long long gap = windows[i].timeStamp - windows[i - 1].timeStamp;
+            EXPECT_NEAR(static_cast<double>(gap), 1e6 / 6, 1.0);
+        }
+        EXPECT_LE(windows[i].value, 100U);
+        busy_windows += windows[i].value >= 90 ? 1 : 0;
+        idle_windows += windows[i].value == 0 ? 1 : 0;
+    }
+    EXPECT_GE(busy_windows, 2U);
+    EXPECT_GE(idle_windows, 1U); // the window after the work: reported, at 0
+    // Only newer ones after the last seen: none (NVML_ERROR_NOT_FOUND), or
+    // the one window that may have ended since.
+    const unsigned long long newest = windows.back().timeStamp;
+    count = static_cast<unsigned>(windows.size());
+    const nvmlReturn_t again = device_samples(dev1, 1, newest, &value_type, &count, windows.data());
+    if (again == NVML_SUCCESS) {
+        EXPECT_EQ(count, 1U);
+        EXPECT_GT(windows[0].timeStamp, newest);
+    } else {
+        EXPECT_EQ(again, 6);
+    }
+    count = 4;
+    EXPECT_EQ(device_samples(dev1, 0, 0, &value_type, &count, windows.data()),
+              NVML_ERROR_NOT_SUPPORTED); // power samples: not simulated
     CUcontext popped = nullptr;
     ASSERT_EQ(fn<CUresult (*)(CUcontext*)>("cuCtxPopCurrent_v2")(&popped), CUDA_SUCCESS);
 }
