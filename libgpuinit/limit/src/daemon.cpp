@@ -5,6 +5,7 @@
 
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/limit/daemon_protocol.hpp"
+#include "gpuinit/limit/sigbus_guard.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -160,6 +161,10 @@ struct DaemonCore::Group {
     uint64_t ino = 0;
     GroupState own;
     bool own_registered = false;
+    // SIGBUS guards (sigbus_guard.hpp) of `file` and of own's mapping: the
+    // group's processes may truncate the file under them.
+    int file_guard = -1;
+    int own_guard = -1;
     // The group's daemon byte (GroupState::try_daemon_lock): held while the
     // daemon drives any of its gates, so the in-process drivers stand back.
     bool daemon_locked = false;
@@ -199,12 +204,20 @@ struct DaemonCore::Group {
                 int32_t expected = registration.pid;
                 file->slots[slot].host_pid.compare_exchange_strong(expected, 0);
             }
+            sigbus_guard::unguard(file_guard);
             ::munmap(file, sizeof(StateFile));
         }
         if (daemon_locked) {
             own.release_daemon_lock();
         }
         own.close(); // returns the external charges
+        sigbus_guard::unguard(own_guard);
+    }
+
+    // Whether the file was truncated under one of the mappings (they read
+    // zeros now).
+    bool truncated() const {
+        return sigbus_guard::poisoned(file_guard) || sigbus_guard::poisoned(own_guard);
     }
 
     bool slot_owned(int slot) const {
@@ -284,23 +297,40 @@ bool map_group(const std::string& state_dir, const std::string& name, DaemonCore
         reason = "cannot-map-state";
         return false;
     }
+    // Guarded before the first read: the group's processes may have
+    // truncated the file since it was checked.
+    int guard = sigbus_guard::guard(address, sizeof(StateFile));
+    if (guard < 0) {
+        ::munmap(address, sizeof(StateFile));
+        reason = "too-many-groups";
+        return false;
+    }
     auto* file = static_cast<StateFile*>(address);
     if (file->header.magic.load(std::memory_order_acquire) != kStateMagic ||
         file->header.version != kStateVersion || file->header.slot_count != kMaxSlots ||
-        file->header.device_count_max != kMaxGroupDevices) {
+        file->header.device_count_max != kMaxGroupDevices || sigbus_guard::poisoned(guard)) {
+        sigbus_guard::unguard(guard);
         ::munmap(address, sizeof(StateFile));
         reason = "state-version-mismatch";
         return false;
     }
     group.fd = std::move(fd);
     group.file = file;
+    group.file_guard = guard;
     group.dev_major = ::major(status.st_dev);
     group.dev_minor = ::minor(status.st_dev);
     group.ino = status.st_ino;
     std::string shown = state_dir + "/" + name + "/state";
     Problem problem;
+    // open_vetted reads the header right after mapping it, before it can be
+    // guarded: a truncation in between is the one window left unguarded.
     if (!group.own.open_vetted(for_state.release(), shown.c_str(), problem)) {
         reason = "untrusted-state";
+        return false;
+    }
+    group.own_guard = sigbus_guard::guard(group.own.mapping(), sizeof(StateFile));
+    if (group.own_guard < 0) {
+        reason = "too-many-groups";
         return false;
     }
     return true;
@@ -355,7 +385,16 @@ bool peer_holds_lock(const Sysroot& root, int32_t pid, const DaemonCore::Group& 
 
 DaemonCore::DaemonCore(const Sysroot& root, DaemonConfig config, NvmlSource& nvml,
                        DaemonEffects& effects)
-    : root_(root), config_(std::move(config)), nvml_(nvml), effects_(effects) {}
+    : root_(root), config_(std::move(config)), nvml_(nvml), effects_(effects) {
+    // A group's processes can truncate its state file under the daemon's
+    // mappings: the guard turns the SIGBUS that would kill the daemon (and
+    // leave every group on the host undriven) into zeros and a dropped group.
+    if (!sigbus_guard::install()) {
+        effects_.log(format("gpu-limit daemon: cannot install the SIGBUS guard: %s; a group "
+                            "that truncates its state file kills the daemon",
+                            std::strerror(errno)));
+    }
+}
 
 DaemonCore::~DaemonCore() {
     close_all();
@@ -380,6 +419,10 @@ std::map<int, int32_t> DaemonCore::registrations(const std::string& group) const
 DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string& reason) {
     if (auto found = groups_.find(name); found != groups_.end()) {
         return found->second.get();
+    }
+    if (truncated_.count(name) != 0) {
+        reason = "state-truncated";
+        return nullptr;
     }
     if (groups_.size() >= config_.max_groups) {
         reason = "too-many-groups";
@@ -463,7 +506,7 @@ void DaemonCore::discover() {
         it = same ? std::next(it) : groups_.erase(it);
     }
     for (const auto& [name, ignored] : present) {
-        if (groups_.count(name) != 0) {
+        if (groups_.count(name) != 0 || truncated_.count(name) != 0) {
             continue;
         }
         if (groups_.size() >= config_.max_groups) {
@@ -483,6 +526,28 @@ void DaemonCore::discover() {
     // Forget refusals of names that are gone, so the set stays bounded.
     for (auto it = refused_.begin(); it != refused_.end();) {
         it = present.count(*it) != 0 ? std::next(it) : refused_.erase(it);
+    }
+    for (auto it = truncated_.begin(); it != truncated_.end();) {
+        it = present.count(*it) != 0 ? std::next(it) : truncated_.erase(it);
+    }
+}
+
+void DaemonCore::drop_truncated() {
+    for (auto it = groups_.begin(); it != groups_.end();) {
+        if (!it->second->truncated()) {
+            ++it;
+            continue;
+        }
+        effects_.log("gpu-limit daemon: group " + it->first +
+                     ": its state file was truncated by one of its processes; the group is "
+                     "dropped and its gates are no longer driven by the daemon (the library "
+                     "falls back on in-process driving)");
+        Group* gone = it->second.get();
+        for (auto member = pid_group_.begin(); member != pid_group_.end();) {
+            member = member->second == gone ? pid_group_.erase(member) : std::next(member);
+        }
+        truncated_.insert(it->first);
+        it = groups_.erase(it);
     }
 }
 
@@ -589,6 +654,7 @@ void DaemonCore::step_compute() {
             drive(*group, d, now, nullptr);
         }
     }
+    drop_truncated();
 }
 
 PassReport DaemonCore::sample() {
@@ -846,6 +912,7 @@ PassReport DaemonCore::sample() {
         }
         report.groups.push_back(std::move(shown_group));
     }
+    drop_truncated();
     return report;
 }
 

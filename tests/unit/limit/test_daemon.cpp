@@ -8,6 +8,7 @@
 #include "gpuinit/limit/daemon_protocol.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -766,6 +767,63 @@ TEST_F(DaemonTest, GroupsComeAndGo) {
     ASSERT_EQ(std::system(command.c_str()), 0);
     core().sample();
     EXPECT_EQ(core().group_count(), 0u);
+}
+
+// A group's processes own its state file (a container's uid): one of them
+// truncating it under the daemon's mappings must not kill the daemon (SIGBUS)
+// but drop the group, said once, and the group is not opened again while its
+// directory stays.
+TEST_F(DaemonTest, AGroupThatTruncatesItsStateIsDroppedAndTheDaemonLives) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 1 * kOneMiB}};
+    effects.now = kSecond;
+    nvml.samples = {{5000, 100, effects.now / 1000}};
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    ASSERT_TRUE(device_of(report)->driven);
+    ASSERT_TRUE(app.daemon_lock_held());
+    ASSERT_EQ(core().group_count(), 1u);
+
+    std::string path = config.state_dir + "/" + group + "/state";
+    ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+    effects.now += kControlPeriodNs;
+    core().step_compute(); // reads the compute record: SIGBUS, guarded
+    EXPECT_EQ(core().group_count(), 0u);
+    auto said = [&] {
+        return std::count_if(
+            effects.lines.begin(), effects.lines.end(), [&](const std::string& line) {
+                return line.find("group " + group) != std::string::npos &&
+                       line.find("truncated by one of its processes") != std::string::npos;
+            });
+    };
+    EXPECT_EQ(said(), 1);
+    // The daemon let go of the group's daemon byte: its processes drive the
+    // gate in-process.
+    EXPECT_FALSE(app.daemon_lock_held());
+
+    // Put back (zeros, so the test's own mappings read again): still not
+    // watched, not said again, and registration is refused.
+    ASSERT_EQ(::truncate(path.c_str(), sizeof(StateFile)), 0);
+    for (int pass = 0; pass < 3; ++pass) {
+        effects.now += kSecond;
+        core().sample();
+        core().step_compute();
+    }
+    EXPECT_EQ(core().group_count(), 0u);
+    EXPECT_EQ(said(), 1);
+    EXPECT_EQ(register_as(5000, app.own_slot()), "ERR state-truncated\n");
+
+    // Gone and back: a new group of that name is watched again.
+    app.close();
+    std::string command = "rm -rf '" + config.state_dir + "/" + group + "'";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    core().sample();
+    ::munmap(file, sizeof(StateFile));
+    file = nullptr;
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    core().sample();
+    EXPECT_EQ(core().group_count(), 1u);
 }
 
 // --- the socket ------------------------------------------------------------

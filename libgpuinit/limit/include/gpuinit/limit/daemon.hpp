@@ -38,6 +38,12 @@
 //   dirfd, with one link (no hardlink of another group's file), owned by the
 //   directory's owner, writable by nobody else, of a state file's size. Every
 //   byte of the mapped file stays hostile (the group's processes write it).
+// - Its size too: the group's processes can truncate the state file under
+//   the daemon's mappings, whose next access would raise SIGBUS. Both
+//   mappings of a group are guarded (sigbus_guard.hpp, installed by the
+//   constructor): the access reads zeros instead, and the group is dropped
+//   after the pass or step with one log line, not opened again while its
+//   directory stays; its processes drive their gates in-process.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
@@ -200,6 +206,9 @@ class DaemonCore {
     void prune(Group& group);
     void poll_utilization(uint64_t now_ns);
     void drive(Group& group, int device, uint64_t now_ns, PassDevice* shown);
+    // Drops the groups whose state file was truncated under the daemon's
+    // mappings (sigbus_guard.hpp), once each, with one log line.
+    void drop_truncated();
 
     const Sysroot& root_;
     DaemonConfig config_;
@@ -217,6 +226,9 @@ class DaemonCore {
     // Groups that could not be opened, said once each (forgotten when their
     // directory goes).
     std::set<std::string> refused_;
+    // Groups dropped because their processes truncated the state file: not
+    // opened again while their directory stays.
+    std::set<std::string> truncated_;
     bool said_too_many_ = false;
 
     // Compute between passes: NVML's devices as of the last pass, a sample

@@ -258,6 +258,9 @@ class GroupState {
     bool slot_usage(int slot, int32_t& pid, uint64_t charged[kMaxGroupDevices], bool& alive,
                     char comm[16]) const;
     int own_slot() const { return slot_; }
+    // The mapping (sizeof(StateFile) bytes; nullptr when closed), for the
+    // daemon's SIGBUS guard (sigbus_guard.hpp).
+    void* mapping() const { return file_; }
 
   private:
     struct Protocol; // group_state.cpp
