@@ -59,40 +59,6 @@ bool no_raw_control(std::string_view text) {
     return true;
 }
 
-// A container path as the runtime resolves it: absolute, no empty, "." or
-// ".." components (".." stops at the root).
-std::string normalized(std::string_view path) {
-    std::vector<std::string_view> parts;
-    while (!path.empty()) {
-        size_t slash = path.find('/');
-        std::string_view part = path.substr(0, slash);
-        path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
-        if (part.empty() || part == ".") {
-            continue;
-        }
-        if (part == "..") {
-            if (!parts.empty()) {
-                parts.pop_back();
-            }
-            continue;
-        }
-        parts.push_back(part);
-    }
-    std::string out;
-    for (std::string_view part : parts) {
-        out += "/";
-        out += part;
-    }
-    return out.empty() ? "/" : out;
-}
-
-// `outer` is `inner` or one of its parent directories.
-bool covers(const std::string& outer, const std::string& inner) {
-    return outer == inner || outer == "/" ||
-           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-            inner[outer.size()] == '/');
-}
-
 const std::string* string_member(const JsonValue& object, std::string_view key) {
     if (!object.is_object()) {
         return nullptr;
@@ -110,7 +76,7 @@ void check_mount_visible(const JsonValue& spec, const std::string& destination,
     const JsonValue* last = nullptr;
     for (const JsonValue& mount : mounts->items()) {
         const std::string* at = string_member(mount, "destination");
-        if (at != nullptr && covers(normalized(*at), destination)) {
+        if (at != nullptr && oci::covers(oci::normalized_path(*at), destination)) {
             last = &mount;
         }
     }

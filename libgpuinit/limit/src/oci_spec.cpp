@@ -100,42 +100,6 @@ JsonValue make_mount(const std::string& destination, const std::string& source,
     return mount;
 }
 
-// A container path as the runtime resolves it: absolute, without empty,
-// "." or ".." components ("/etc//ld.so.preload/" is "/etc/ld.so.preload";
-// ".." stops at the root, as runc's and crun's secure joins do).
-std::string normalized_path(std::string_view path) {
-    std::vector<std::string_view> parts;
-    while (!path.empty()) {
-        size_t slash = path.find('/');
-        std::string_view part = path.substr(0, slash);
-        path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
-        if (part.empty() || part == ".") {
-            continue;
-        }
-        if (part == "..") {
-            if (!parts.empty()) {
-                parts.pop_back();
-            }
-            continue;
-        }
-        parts.push_back(part);
-    }
-    std::string out;
-    for (std::string_view part : parts) {
-        out += '/';
-        out += part;
-    }
-    return out.empty() ? "/" : out;
-}
-
-// A mount at `outer` hides whatever is at `inner`: the same path or a
-// directory above it.
-bool covers(const std::string& outer, const std::string& inner) {
-    return outer == inner || outer == "/" ||
-           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-            inner[outer.size()] == '/');
-}
-
 // Adds the bind mount unless the spec's last mount at `destination` or
 // above it is already this one: a later mount at the same place, however
 // spelt, or over a parent directory would cover ours.
@@ -194,6 +158,42 @@ bool ensure_env(JsonValue& env, const std::string& name, const std::string& valu
 }
 
 } // namespace
+
+// A container path as the runtime resolves it: absolute, without empty,
+// "." or ".." components ("/etc//ld.so.preload/" is "/etc/ld.so.preload";
+// ".." stops at the root, as runc's and crun's secure joins do).
+std::string normalized_path(std::string_view path) {
+    std::vector<std::string_view> parts;
+    while (!path.empty()) {
+        size_t slash = path.find('/');
+        std::string_view part = path.substr(0, slash);
+        path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            if (!parts.empty()) {
+                parts.pop_back();
+            }
+            continue;
+        }
+        parts.push_back(part);
+    }
+    std::string out;
+    for (std::string_view part : parts) {
+        out += '/';
+        out += part;
+    }
+    return out.empty() ? "/" : out;
+}
+
+// A mount at `outer` hides whatever is at `inner`: the same path or a
+// directory above it.
+bool covers(const std::string& outer, const std::string& inner) {
+    return outer == inner || outer == "/" ||
+           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+            inner[outer.size()] == '/');
+}
 
 Result<JsonValue> parse_spec(std::string_view text) {
     auto parsed = parse_json(text);

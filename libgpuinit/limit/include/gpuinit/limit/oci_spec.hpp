@@ -62,6 +62,13 @@ bool edit_spec(JsonValue& spec, const EditOptions& options);
 // a single path component.
 bool valid_group_name(std::string_view name);
 
+// A container path as the runtime resolves it ("/etc//ld.so.preload/" is
+// "/etc/ld.so.preload"; ".." stops at the root).
+std::string normalized_path(std::string_view path);
+// A mount at normalized `outer` hides what is at normalized `inner`: the
+// same path or a directory above it.
+bool covers(const std::string& outer, const std::string& inner);
+
 // The container's id as a precreate hook can learn it (podman does not hand
 // hooks the id): the 64-hex id that podman and CRI-O end linux.cgroupsPath
 // with ("/libpod_parent/libpod-<id>", "machine.slice:libpod:<id>",
