@@ -626,7 +626,15 @@ void DaemonCore::drive(Group& group, int d, uint64_t now_ns, PassDevice* shown) 
     }
     if (cap_on && group.daemon_locked) {
         if (!state.driving || state.cap_percent != cap_percent) {
+            // A takeover from a live in-process driver (its heartbeat is
+            // fresh): its balance carries on, so that the group's debt is
+            // not forgiven, nor a fresh start charged twice for work that
+            // driver already measured.
+            bool takeover = !state.driving && heartbeat_fresh(compute, now_ns);
             state.controller.reset(cap_percent, now_ns);
+            if (takeover) {
+                state.controller.resume(compute.tokens_ns.load(std::memory_order_relaxed));
+            }
             state.cap_percent = cap_percent;
             state.driving = true;
             state.pending_busy_ns = 0;

@@ -646,6 +646,43 @@ TEST_F(DaemonTest, StepsEveryControlPeriodBetweenPasses) {
     EXPECT_TRUE(closed_once);
 }
 
+// The daemon taking a gate over from a live in-process driver (fresh
+// heartbeat) carries its balance on: the group's debt is not forgiven. From
+// a driver long gone (stale heartbeat) it starts afresh.
+TEST_F(DaemonTest, TakeoverFromALiveDriverResumesItsBalance) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    ComputeRecord& record = file->header.compute[0];
+    constexpr int64_t kDebt = -500'000'000;
+    effects.now = 10 * kSecond;
+    record.driver.store(1);
+    record.tokens_ns.store(kDebt);
+    record.heartbeat_ns.store(effects.now - kControlPeriodNs);
+    PassReport report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    ASSERT_TRUE(device_of(report)->driven);
+    EXPECT_EQ(record.driver.load(), 2u);
+    EXPECT_LE(record.tokens_ns.load(), kDebt + static_cast<int64_t>(kControlPeriodNs));
+    EXPECT_FALSE(device_of(report)->gate_open);
+    EXPECT_EQ(record.gate.load(), 1u);
+    // Idle, the debt is paid back at the cap's rate: still closed a control
+    // period later.
+    effects.now += kControlPeriodNs;
+    core().step_compute();
+    EXPECT_EQ(record.gate.load(), 1u);
+    EXPECT_LT(record.tokens_ns.load(), 0);
+
+    // A driver gone long ago: its debt does not carry over.
+    daemon.reset();
+    record.driver.store(1);
+    record.tokens_ns.store(kDebt);
+    effects.now += 10 * kSecond;
+    record.heartbeat_ns.store(effects.now - 10 * kStaleHeartbeatNs);
+    report = core().sample();
+    ASSERT_NE(device_of(report), nullptr);
+    ASSERT_TRUE(device_of(report)->driven);
+    EXPECT_GE(record.tokens_ns.load(), 0);
+}
+
 TEST_F(DaemonTest, NoComputeCapNoDriving) {
     make_group(kContainer, 1024 * kOneMiB, 0);
     nvml.samples = {{5000, 100, 1}};
