@@ -566,13 +566,25 @@ void DaemonCore::prune(Group& group) {
     }
 }
 
+DaemonCore::DeviceClock& DaemonCore::clock_of(unsigned index) {
+    auto found = clocks_.find(index);
+    if (found == clocks_.end()) {
+        // NVML keeps seconds of samples, those of the time before the
+        // daemon (an in-process driver charged them already): only samples
+        // from now on are the daemon's to charge.
+        found = clocks_.emplace(index, DeviceClock{}).first;
+        found->second.last_seen_us = effects_.realtime_us();
+    }
+    return found->second;
+}
+
 void DaemonCore::poll_utilization(uint64_t now_ns) {
     if (last_poll_ns_ != 0 && now_ns - last_poll_ns_ < kPollNs) {
         return;
     }
     last_poll_ns_ = now_ns;
     for (const NvmlDevice& device : devices_) {
-        DeviceClock& clock = clocks_[device.index];
+        DeviceClock& clock = clock_of(device.index);
         std::vector<NvmlSample> samples;
         if (!nvml_.utilization(device.index, clock.last_seen_us, samples)) {
             continue;
@@ -743,7 +755,7 @@ PassReport DaemonCore::sample() {
     for (const NvmlDevice& device : devices_) {
         std::vector<NvmlProcess> processes;
         bool listed = nvml_.processes(device.index, processes);
-        DeviceClock& clock = clocks_[device.index];
+        DeviceClock& clock = clock_of(device.index);
         for (int32_t pid : clock.sampled) {
             if (std::none_of(processes.begin(), processes.end(),
                              [&](const NvmlProcess& known) { return known.pid == pid; })) {

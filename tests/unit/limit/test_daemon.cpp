@@ -604,8 +604,11 @@ TEST_F(DaemonTest, WithoutAProcessListSamplesStillDrive) {
     make_group(kContainer, 1024 * kOneMiB, 10);
     fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
     nvml.lists = false;
+    // The daemon starts: samples count from then on.
+    effects.now = kSecond;
+    core().sample();
     bool closed_once = false;
-    for (int step = 0; step < 40; ++step) {
+    for (int step = 1; step <= 40; ++step) {
         effects.now = kSecond + static_cast<uint64_t>(step) * 100'000'000;
         nvml.samples = {{5000, 100, effects.now / 1000}};
         PassReport report = core().sample();
@@ -681,6 +684,40 @@ TEST_F(DaemonTest, TakeoverFromALiveDriverResumesItsBalance) {
     ASSERT_NE(device_of(report), nullptr);
     ASSERT_TRUE(device_of(report)->driven);
     EXPECT_GE(record.tokens_ns.load(), 0);
+}
+
+// NVML keeps seconds of samples: those from before the daemon started (an
+// in-process driver charged them) are not the daemon's to charge; only
+// samples from its start on count.
+TEST_F(DaemonTest, SamplesFromBeforeTheDaemonStartedAreNotCharged) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    // Registered before the first pass: its samples count from the first
+    // poll on.
+    fake_process(5000, 600, "0::/\n", app.own_slot());
+    ASSERT_EQ(register_as(5000, app.own_slot()), "OK\n");
+    nvml.running = {{5000, 1 * kOneMiB}};
+    ComputeRecord& record = file->header.compute[0];
+    effects.now = 10 * kSecond;
+    const uint64_t start_us = effects.now / 1000;
+    // Two seconds of history, all busy, before the daemon.
+    for (uint64_t at = start_us - 2'000'000; at < start_us; at += 100'000) {
+        nvml.samples.push_back({5000, 100, at});
+    }
+    core().sample(); // its first poll sees no new samples
+    EXPECT_EQ(nvml.last_since, start_us);
+    for (int step = 1; step <= 4; ++step) {
+        effects.now += kControlPeriodNs;
+        core().step_compute();
+    }
+    EXPECT_EQ(record.busy_ns.load(), 0u);
+    EXPECT_EQ(record.gate.load(), 0u);
+    // A sample after the start counts.
+    nvml.samples.push_back({5000, 100, effects.now / 1000});
+    effects.now += kControlPeriodNs;
+    core().step_compute();
+    effects.now += kControlPeriodNs;
+    core().step_compute();
+    EXPECT_GT(record.busy_ns.load(), 0u);
 }
 
 TEST_F(DaemonTest, NoComputeCapNoDriving) {

@@ -235,11 +235,12 @@ class DaemonCore {
     // clock per device, and the processes the last pass mapped to groups.
     struct DeviceClock {
         SampleClock clock;
-        uint64_t last_seen_us = 0;
+        uint64_t last_seen_us = 0; // CLOCK_REALTIME; starts at the clock's creation
         std::set<int32_t> sampled; // pids with samples since the last pass
     };
     std::vector<NvmlDevice> devices_;
     std::map<unsigned, DeviceClock> clocks_; // by NVML index
+    DeviceClock& clock_of(unsigned index);   // created on first use
     std::map<int32_t, Group*> pid_group_;
     std::map<int32_t, uint32_t> sm_percent_; // each pid's latest sample
     uint64_t last_poll_ns_ = 0;
