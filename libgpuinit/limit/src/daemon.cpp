@@ -322,16 +322,17 @@ bool map_group(const std::string& state_dir, const std::string& name, DaemonCore
     group.ino = status.st_ino;
     std::string shown = state_dir + "/" + name + "/state";
     Problem problem;
-    // open_vetted reads the header right after mapping it, before it can be
-    // guarded: a truncation in between is the one window left unguarded.
-    if (!group.own.open_vetted(for_state.release(), shown.c_str(), problem)) {
-        reason = "untrusted-state";
-        return false;
-    }
-    group.own_guard = sigbus_guard::guard(group.own.mapping(), sizeof(StateFile));
-    if (group.own_guard < 0) {
-        reason = "too-many-groups";
-        return false;
+    // Guarded between its mmap and its first read (the hook), so no window
+    // is left in which a truncation could kill the daemon.
+    StateMapHook guard_on_map;
+    guard_on_map.context = &group.own_guard;
+    guard_on_map.call = [](void* handle, void* mapped, size_t length) {
+        *static_cast<int*>(handle) = sigbus_guard::guard(mapped, length);
+    };
+    bool opened = group.own.open_vetted(for_state.release(), shown.c_str(), problem, guard_on_map);
+    if (!opened || group.own_guard < 0 || sigbus_guard::poisoned(group.own_guard)) {
+        reason = !opened || group.own_guard >= 0 ? "untrusted-state" : "too-many-groups";
+        return false; // ~Group unguards after closing own's mapping
     }
     return true;
 }

@@ -595,8 +595,8 @@ GroupState::~GroupState() {
 }
 
 // Maps the file and checks or performs its initialization. `fd` is ours.
-static bool map_state(int fd, bool writable, const char* path, StateFile*& mapped,
-                      Problem& problem) {
+static bool map_state(int fd, bool writable, const char* path, StateFile*& mapped, Problem& problem,
+                      StateMapHook on_map = {}) {
     struct stat status {};
     if (fstat_fd(fd, status) != 0) {
         return fail(problem, errno, "cannot stat %s: %s", path, std::strerror(errno));
@@ -638,6 +638,9 @@ static bool map_state(int fd, bool writable, const char* path, StateFile*& mappe
                          MAP_SHARED, fd, 0);
     if (address == MAP_FAILED) {
         return finish(fail(problem, errno, "cannot map %s: %s", path, std::strerror(errno)));
+    }
+    if (on_map.call != nullptr) {
+        on_map.call(on_map.context, address, sizeof(StateFile));
     }
     auto* file = static_cast<StateFile*>(address);
     uint32_t magic = file->header.magic.load(std::memory_order_acquire);
@@ -751,7 +754,7 @@ bool GroupState::open_read_only(const char* state_dir, const char* group, Proble
     return true;
 }
 
-bool GroupState::open_vetted(int fd, const char* shown, Problem& problem) {
+bool GroupState::open_vetted(int fd, const char* shown, Problem& problem, StateMapHook on_map) {
     if (file_ != nullptr) {
         ::close(fd);
         return fail(problem, EBUSY, "group state already open (%s)", path_);
@@ -764,7 +767,7 @@ bool GroupState::open_vetted(int fd, const char* shown, Problem& problem) {
         }
         return fail(problem, EINVAL, "group state file %s is not a state file", shown);
     }
-    if (!map_state(fd, true, shown, file_, problem)) {
+    if (!map_state(fd, true, shown, file_, problem, on_map)) {
         ::close(fd);
         return false;
     }

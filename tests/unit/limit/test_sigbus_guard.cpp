@@ -1,6 +1,7 @@
 // The SIGBUS guard (libgpuinit/limit/src/sigbus_guard.cpp): a guarded shared
 // mapping whose file is truncated under it reads and writes zeros instead of
 // killing the process; any other SIGBUS still kills as it did.
+#include "gpuinit/limit/group_state.hpp"
 #include "gpuinit/limit/sigbus_guard.hpp"
 #include "temp_dir.hpp"
 
@@ -148,6 +149,41 @@ void previous_handler(int /*signal*/) {
 // guarded ranges. (install() is once per process: when this process had run
 // it already, the child's handler replaces the guard's and is reached
 // directly; run alone, the guard chains to it.)
+// The daemon's second mapping of a group (GroupState::open_vetted) is
+// guarded by its hook between mmap and the first read: a process of the
+// group that truncates the file right then (here: inside the hook, before
+// the guard) costs the daemon nothing but the group.
+TEST(SigbusGuard, OpenVettedGuardsItsMappingBeforeItReadsIt) {
+    ASSERT_TRUE(sigbus_guard::install());
+    TempDir dir;
+    {
+        GroupState creator;
+        Problem problem;
+        ASSERT_TRUE(creator.open(dir.path().c_str(), "g", problem)) << problem.text;
+    }
+    const std::string path = dir.path() + "/g/state";
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    struct Hooked {
+        int fd;
+        int handle = -1;
+    } hooked{fd};
+    StateMapHook hook;
+    hook.context = &hooked;
+    hook.call = [](void* context, void* mapped, size_t length) {
+        auto* state = static_cast<Hooked*>(context);
+        ASSERT_EQ(::ftruncate(state->fd, 0), 0); // the hostile truncation
+        state->handle = sigbus_guard::guard(mapped, length);
+    };
+    GroupState vetted;
+    Problem problem;
+    vetted.open_vetted(fd, path.c_str(), problem, hook); // survives, whatever it returns
+    ASSERT_GE(hooked.handle, 0);
+    EXPECT_TRUE(sigbus_guard::poisoned(hooked.handle));
+    vetted.close();
+    sigbus_guard::unguard(hooked.handle);
+}
+
 TEST(SigbusGuard, AnotherSigbusGoesToThePreviousHandler) {
     TempDir tmp;
     int status = in_child([&] {

@@ -142,6 +142,13 @@ struct DeviceUsage {
     uint64_t external_bytes; // memory the host daemon found outside the books
 };
 
+// Called with a state file's mapping right after mmap, before anything is
+// read from it (GroupState::open_vetted).
+struct StateMapHook {
+    void (*call)(void* context, void* address, size_t length) = nullptr;
+    void* context = nullptr;
+};
+
 // One process's handle on a group's state. Not copyable; no heap. The file
 // descriptor is O_CLOEXEC, so exec drops the slot; fork() children must call
 // reopen_after_fork() (the library does it from a pthread_atfork handler)
@@ -169,8 +176,11 @@ class GroupState {
     // vetted with its own trust rule (daemon.hpp: a container's group may
     // belong to the container's uid), and maps it as open() would, without
     // creating or initializing anything. The handle owns `fd` from then on
-    // (closed on failure too); `shown` names it in problems.
-    bool open_vetted(int fd, const char* shown, Problem& problem);
+    // (closed on failure too); `shown` names it in problems. `on_map`, when
+    // set, is called with the mapping right after mmap and before anything
+    // is read from it: the daemon guards it against SIGBUS there (the
+    // group's processes can truncate the file at any time).
+    bool open_vetted(int fd, const char* shown, Problem& problem, StateMapHook on_map = {});
 
     // Claims a free slot (OFD lock), first reclaiming whatever a dead previous
     // owner left in it. Start position is spread by pid so that hundreds of
