@@ -74,7 +74,7 @@ constexpr const char* kUsage =
     "3 could not start; 4 this static build cannot load NVML (use the dynamic\n"
     "gpu-limit).\n";
 
-uint64_t clock_ns(clockid_t clock) {
+[[maybe_unused]] uint64_t clock_ns(clockid_t clock) {
     timespec now{};
     ::clock_gettime(clock, &now);
     return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
