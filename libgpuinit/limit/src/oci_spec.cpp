@@ -103,6 +103,24 @@ JsonValue make_mount(const std::string& destination, const std::string& source,
 // Adds the bind mount unless the spec's last mount at `destination` or
 // above it is already this one: a later mount at the same place, however
 // spelt, or over a parent directory would cover ours.
+// Whether the mount has each of `options`: a read-write bind of the library
+// at our place is not our read-only one.
+bool has_every_option(const JsonValue& mount, std::initializer_list<const char*> options) {
+    const JsonValue* have = mount.is_object() ? mount.find("options") : nullptr;
+    for (const char* option : options) {
+        bool found = false;
+        if (have != nullptr && have->is_array()) {
+            for (const JsonValue& item : have->items()) {
+                found = found || (item.is_string() && item.text() == option);
+            }
+        }
+        if (!found) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool ensure_mount(JsonValue& mounts, const std::string& destination, const std::string& source,
                   std::initializer_list<const char*> options) {
     const std::string target = normalized_path(destination);
@@ -118,7 +136,7 @@ bool ensure_mount(JsonValue& mounts, const std::string& destination, const std::
         const std::string* from = string_member(*last, "source");
         const std::string* type = string_member(*last, "type");
         if (normalized_path(*at) == target && from != nullptr && *from == source &&
-            type != nullptr && *type == "bind") {
+            type != nullptr && *type == "bind" && has_every_option(*last, options)) {
             return false;
         }
     }

@@ -306,6 +306,36 @@ TEST(OciSpec, AMountThatCoversOursIsCoveredAgain) {
     EXPECT_EQ(mounts.back().find("source")->text(), "/run/gpu-limit/ld.so.preload");
 }
 
+// The library bound at our place from our source, but read-write (a user's
+// -v), is not ours: ours, read-only, goes after it. And ours spelt
+// otherwise ("/usr/lib/gpuinit//libgpulimit.so", found by fuzz.json_value)
+// with our options is ours.
+TEST(OciSpec, OurMountIsOursOnlyWithOurOptions) {
+    const std::string library = options_for("g").library;
+    JsonValue spec = spec_ok(kMinimalSpec);
+    spec.find("mounts")->items().push_back(
+        parse_ok(R"({"destination":"/usr/lib/gpuinit/libgpulimit.so","type":"bind","source":")" +
+                 library + R"(","options":["bind","rw"]})"));
+    ASSERT_TRUE(edit_spec(spec, options_for("g")));
+    const JsonValue* last_library = nullptr;
+    for (const JsonValue& mount : spec.find("mounts")->items()) {
+        if (mount.find("destination")->text() == "/usr/lib/gpuinit/libgpulimit.so") {
+            last_library = &mount;
+        }
+    }
+    ASSERT_NE(last_library, nullptr);
+    EXPECT_EQ(serialize_json(*last_library->find("options")), R"(["bind","ro","nosuid","nodev"])");
+
+    JsonValue spelt = spec_ok(kMinimalSpec);
+    spelt.find("mounts")->items().push_back(
+        parse_ok(R"({"destination":"/usr/lib/gpuinit//libgpulimit.so","type":"bind","source":")" +
+                 library + R"(","options":["bind","ro","nosuid","nodev"]})"));
+    ASSERT_TRUE(edit_spec(spelt, options_for("g"))); // the other mounts
+    const std::string once = serialize_json(spelt);
+    EXPECT_EQ(once.find(R"("destination":"/usr/lib/gpuinit/libgpulimit.so")"), std::string::npos);
+    EXPECT_FALSE(edit_spec(spelt, options_for("g")));
+}
+
 TEST(OciSpec, AMountOverAParentOrSpeltOtherwiseIsCoveredAgain) {
     // Found by fuzz.json_value: an edited spec with a later tmpfs on /etc
     // hid /etc/ld.so.preload, and editing it again changed nothing.
