@@ -3,13 +3,14 @@
 # libraries), never one above it. The per-layer include directories enforce
 # the same at compile time.
 set(GPUINIT_ALLOWED_base "")
+set(GPUINIT_ALLOWED_nvml "base")
 set(GPUINIT_ALLOWED_fs "base")
 set(GPUINIT_ALLOWED_host "fs;base")
 set(GPUINIT_ALLOWED_devnodes "host;fs;base")
 set(GPUINIT_ALLOWED_modules "host;fs;base")
 set(GPUINIT_ALLOWED_persist "host;fs;base")
-set(GPUINIT_ALLOWED_mig "devnodes;host;fs;base")
-set(GPUINIT_ALLOWED_limit "fs;base")
+set(GPUINIT_ALLOWED_mig "devnodes;host;nvml;fs;base")
+set(GPUINIT_ALLOWED_limit "nvml;fs;base")
 
 function(gpuinit_check_layers)
   get_property(layers GLOBAL PROPERTY GPUINIT_LAYERS)

@@ -9,6 +9,7 @@
 #include "gpuinit/base/json.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/limit/daemon.hpp"
+#include "gpuinit/limit/daemon_nvml.hpp"
 #include "gpuinit/limit/daemon_protocol.hpp"
 #include "gpuinit/persist/service.hpp"
 
@@ -30,10 +31,6 @@
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
-
-#if GPUINIT_DLOPEN_NVML
-#include <dlfcn.h>
-#endif
 
 namespace gpuinit::tools {
 
@@ -132,213 +129,6 @@ class DaemonLog {
 
 #if GPUINIT_DLOPEN_NVML
 
-// NVML, from nvml.h's documented API (no nvml.h at build time).
-using nvmlReturn_t = int;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
-constexpr nvmlReturn_t NVML_SUCCESS = 0;
-constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
-constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
-constexpr unsigned kUuidBuffer = 96;
-constexpr unsigned kMaxDevices = 64;
-constexpr unsigned kMaxProcesses = 4096;
-
-// nvmlProcessInfo_v1_t (what the unversioned
-// nvmlDeviceGetComputeRunningProcesses fills), nvmlProcessInfo_v2_t (_v2)
-// and nvmlProcessInfo_t (_v3): pid and usedGpuMemory lead each.
-struct NvmlProcessInfoV1 {
-    unsigned pid;
-    unsigned long long usedGpuMemory;
-};
-struct NvmlProcessInfoV2 {
-    unsigned pid;
-    unsigned long long usedGpuMemory;
-    unsigned gpuInstanceId;
-    unsigned computeInstanceId;
-};
-struct NvmlProcessInfoV3 {
-    unsigned pid;
-    unsigned long long usedGpuMemory;
-    unsigned gpuInstanceId;
-    unsigned computeInstanceId;
-    unsigned long long usedGpuCcProtectedMemory;
-};
-// nvmlProcessUtilizationSample_t.
-struct NvmlProcessUtilization {
-    unsigned pid;
-    unsigned long long timeStamp;
-    unsigned smUtil;
-    unsigned memUtil;
-    unsigned encUtil;
-    unsigned decUtil;
-};
-
-class DlNvml final : public limit::NvmlSource {
-  public:
-    ~DlNvml() override {
-        if (initialized_) {
-            shutdown_();
-        }
-        if (handle_ != nullptr) {
-            ::dlclose(handle_);
-        }
-    }
-
-    // Empty on success, else why NVML is not there.
-    std::string load() {
-        handle_ = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (handle_ == nullptr) {
-            const char* why = ::dlerror();
-            return std::string("cannot load libnvidia-ml.so.1: ") + (why != nullptr ? why : "?");
-        }
-        bool all = resolve("nvmlInit_v2", init_) && resolve("nvmlShutdown", shutdown_) &&
-                   resolve("nvmlDeviceGetCount_v2", count_) &&
-                   resolve("nvmlDeviceGetHandleByIndex_v2", by_index_) &&
-                   resolve("nvmlDeviceGetUUID", uuid_);
-        if (!all) {
-            return "libnvidia-ml.so.1 lacks " + missing_;
-        }
-        // Optional each: without the process list no memory reconciliation
-        // (the sampled processes still drive compute); without utilization
-        // no compute caps.
-        // The newest process list first: drivers keep the older symbols,
-        // but a new driver may leave the v1 one behind some day.
-        if (resolve("nvmlDeviceGetComputeRunningProcesses_v3", processes_v3_)) {
-            process_version_ = 3;
-        } else if (resolve("nvmlDeviceGetComputeRunningProcesses_v2", processes_v2_)) {
-            process_version_ = 2;
-        } else if (resolve("nvmlDeviceGetComputeRunningProcesses", processes_v1_)) {
-            process_version_ = 1;
-        }
-        resolve("nvmlDeviceGetProcessUtilization", utilization_);
-        if (nvmlReturn_t code = init_(); code != NVML_SUCCESS) {
-            return format("nvmlInit failed (NVML error %d); is the driver loaded?", code);
-        }
-        initialized_ = true;
-        return {};
-    }
-    bool has_utilization() const { return utilization_ != nullptr; }
-    bool has_processes() const { return process_version_ != 0; }
-
-    bool available() const override { return initialized_; }
-
-    std::vector<limit::NvmlDevice> devices() override {
-        std::vector<limit::NvmlDevice> out;
-        unsigned count = 0;
-        if (count_(&count) != NVML_SUCCESS) {
-            return out;
-        }
-        for (unsigned index = 0; index < count && index < kMaxDevices; ++index) {
-            nvmlDevice_t device = nullptr;
-            char buffer[kUuidBuffer] = {};
-            if (by_index_(index, &device) == NVML_SUCCESS &&
-                uuid_(device, buffer, sizeof buffer) == NVML_SUCCESS) {
-                out.push_back({index, std::string(buffer, ::strnlen(buffer, sizeof buffer))});
-            }
-        }
-        return out;
-    }
-
-    bool processes(unsigned index, std::vector<limit::NvmlProcess>& out) override {
-        switch (process_version_) {
-        case 3:
-            return list_processes(index, processes_v3_, out);
-        case 2:
-            return list_processes(index, processes_v2_, out);
-        case 1:
-            return list_processes(index, processes_v1_, out);
-        default:
-            return false;
-        }
-    }
-
-    bool utilization(unsigned index, uint64_t since_us,
-                     std::vector<limit::NvmlSample>& out) override {
-        nvmlDevice_t device = nullptr;
-        if (utilization_ == nullptr || by_index_(index, &device) != NVML_SUCCESS) {
-            return false;
-        }
-        unsigned count = 0;
-        nvmlReturn_t code = utilization_(device, nullptr, &count, since_us);
-        if (code == NVML_ERROR_NOT_FOUND) {
-            return true; // no samples since then
-        }
-        if ((code != NVML_SUCCESS && code != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
-            return code == NVML_SUCCESS;
-        }
-        std::vector<NvmlProcessUtilization> samples(std::min(count, kMaxProcesses * 4));
-        count = static_cast<unsigned>(samples.size());
-        code = utilization_(device, samples.data(), &count, since_us);
-        if (code == NVML_ERROR_NOT_FOUND) {
-            return true;
-        }
-        if (code != NVML_SUCCESS) {
-            return false;
-        }
-        for (unsigned i = 0; i < count && i < samples.size(); ++i) {
-            out.push_back(
-                {static_cast<int32_t>(samples[i].pid), samples[i].smUtil, samples[i].timeStamp});
-        }
-        return true;
-    }
-
-  private:
-    // One version's list; the count says how many there were when the
-    // buffer was too small.
-    template <typename Info>
-    bool list_processes(unsigned index, nvmlReturn_t (*list)(nvmlDevice_t, unsigned*, Info*),
-                        std::vector<limit::NvmlProcess>& out) {
-        nvmlDevice_t device = nullptr;
-        if (by_index_(index, &device) != NVML_SUCCESS) {
-            return false;
-        }
-        std::vector<Info> infos(64);
-        for (int attempt = 0; attempt < 4; ++attempt) {
-            unsigned count = static_cast<unsigned>(infos.size());
-            nvmlReturn_t code = list(device, &count, infos.data());
-            if (code == NVML_SUCCESS) {
-                for (unsigned i = 0; i < count && i < infos.size(); ++i) {
-                    out.push_back({static_cast<int32_t>(infos[i].pid),
-                                   infos[i].usedGpuMemory == ~0ull ? limit::kNvmlUnknownBytes
-                                                                   : infos[i].usedGpuMemory});
-                }
-                return true;
-            }
-            if (code != NVML_ERROR_INSUFFICIENT_SIZE || count > kMaxProcesses) {
-                return false;
-            }
-            infos.resize(count + 16);
-        }
-        return false;
-    }
-
-    template <typename F>
-    bool resolve(const char* symbol, F& function) {
-        void* address = ::dlsym(handle_, symbol);
-        if (address == nullptr) {
-            missing_ += (missing_.empty() ? "" : ", ") + std::string(symbol);
-            return false;
-        }
-        std::memcpy(&function, &address, sizeof function);
-        return true;
-    }
-
-    void* handle_ = nullptr;
-    bool initialized_ = false;
-    std::string missing_;
-    nvmlReturn_t (*init_)() = nullptr;
-    nvmlReturn_t (*shutdown_)() = nullptr;
-    nvmlReturn_t (*count_)(unsigned*) = nullptr;
-    nvmlReturn_t (*by_index_)(unsigned, nvmlDevice_t*) = nullptr;
-    nvmlReturn_t (*uuid_)(nvmlDevice_t, char*, unsigned) = nullptr;
-    int process_version_ = 0; // 0: no process list
-    nvmlReturn_t (*processes_v1_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV1*) = nullptr;
-    nvmlReturn_t (*processes_v2_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV2*) = nullptr;
-    nvmlReturn_t (*processes_v3_)(nvmlDevice_t, unsigned*, NvmlProcessInfoV3*) = nullptr;
-    nvmlReturn_t (*utilization_)(nvmlDevice_t, NvmlProcessUtilization*, unsigned*,
-                                 unsigned long long) = nullptr;
-};
-
 // What the daemon does to this machine.
 class HostEffects final : public limit::DaemonEffects {
   public:
@@ -429,6 +219,19 @@ class HostEffects final : public limit::DaemonEffects {
 
 std::string render_text(const limit::PassReport& report) {
     std::string out = report.nvml ? "" : "NVML: not available (registration only)\n";
+    if (!report.process_lists_problem.empty()) {
+        out += "NVML process lists: not used: " + report.process_lists_problem +
+               " (memory outside the interposer is not charged)\n";
+    }
+    for (const limit::PassNvmlDevice& device : report.nvml_devices) {
+        out += format("NVML GPU %u %s: %zu processes (%s", device.index, device.uuid.c_str(),
+                      device.processes.size(), limit::listing_name(device.listing));
+        if (!device.detail.call.empty()) {
+            out +=
+                format(" by %s, %u-byte entries", device.detail.call.c_str(), device.detail.stride);
+        }
+        out += device.detail.problem.empty() ? ")\n" : ": " + device.detail.problem + ")\n";
+    }
     if (report.groups.empty()) {
         out += "no groups\n";
     }
@@ -464,6 +267,27 @@ std::string render_json(const limit::PassReport& report) {
     JsonWriter json;
     json.begin_object();
     json.key("nvml").value(report.nvml);
+    json.key("process_lists_problem").value(report.process_lists_problem);
+    json.key("nvml_devices").begin_array();
+    for (const limit::PassNvmlDevice& device : report.nvml_devices) {
+        json.begin_object();
+        json.key("index").value(device.index);
+        json.key("uuid").value(device.uuid);
+        json.key("listing").value(limit::listing_name(device.listing));
+        json.key("call").value(device.detail.call);
+        json.key("stride").value(device.detail.stride);
+        json.key("problem").value(device.detail.problem);
+        json.key("processes").begin_array();
+        for (const limit::NvmlProcess& process : device.processes) {
+            json.begin_object();
+            json.key("pid").value(process.pid);
+            json.key("used_bytes").value(process.used_bytes);
+            json.end_object();
+        }
+        json.end_array();
+        json.end_object();
+    }
+    json.end_array();
     json.key("groups").begin_array();
     for (const limit::PassGroup& group : report.groups) {
         json.begin_object();
@@ -561,8 +385,8 @@ int run_daemon(const DaemonArgs& args, const CommonOptions& common) {
         log.diagnostic(root.error());
         return kLimitCannotRun;
     }
-    DlNvml nvml;
-    std::string nvml_problem = nvml.load();
+    limit::LibraryNvml nvml;
+    const std::string& nvml_problem = nvml.problem();
     HostEffects effects(*root, log);
     limit::DaemonConfig config;
     config.state_dir = args.state_dir;
@@ -663,8 +487,10 @@ int run_daemon(const DaemonArgs& args, const CommonOptions& common) {
         log.warning("gpu-limit daemon: " + nvml_problem +
                     "; registrations only (no compute caps, no memory reconciliation)");
     } else if (!nvml.has_processes()) {
-        log.warning("NVML has no nvmlDeviceGetComputeRunningProcesses; memory beyond the "
-                    "interposer is not reconciled");
+        log.warning(
+            "gpu-limit daemon: NVML has no process list (nvmlDeviceGetRunningProcessDetailList, "
+            "nvmlDeviceGetComputeRunningProcesses*); memory beyond the interposer is not "
+            "reconciled");
     }
     if (nvml_problem.empty() && !nvml.has_utilization()) {
         log.warning("gpu-limit daemon: NVML has no nvmlDeviceGetProcessUtilization; compute caps "

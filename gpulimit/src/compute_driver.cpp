@@ -134,7 +134,7 @@ void learn_window(ComputeSampler& sampler) {
     }
     nvmlSample_t samples[kMaxSamples];
     unsigned int count = kMaxSamples;
-    int value_type = 0;
+    nvmlValueType_t value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
     if (nvml.nvmlDeviceGetSamples(sampler.nvml, NVML_GPU_UTILIZATION_SAMPLES,
                                   sampler.device_seen_us, &value_type, &count,
                                   samples) != NVML_SUCCESS) {

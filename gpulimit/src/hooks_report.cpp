@@ -12,8 +12,6 @@ using gpulimit::Runtime;
 
 namespace {
 
-constexpr nvmlReturn_t kNvmlNoPermission = 4; // nvml.h's NVML_ERROR_NO_PERMISSION
-
 struct Figures {
     uint64_t total;
     uint64_t used;
@@ -127,7 +125,7 @@ namespace {
 // The group's device behind an NVML handle, matched by UUID (NVML numbers
 // devices in PCI order, CUDA need not). nullptr: not ours, pass through.
 DeviceInfo* nvml_device(Runtime& runtime, nvmlDevice_t device) {
-    char uuid[kNvmlDeviceUuidBufferSize] = {};
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     if (gpulimit::real_nvml().nvmlDeviceGetUUID == nullptr ||
         gpulimit::real_nvml().nvmlDeviceGetUUID(device, uuid, sizeof(uuid)) != NVML_SUCCESS) {
         return nullptr;
@@ -136,7 +134,7 @@ DeviceInfo* nvml_device(Runtime& runtime, nvmlDevice_t device) {
 }
 
 nvmlReturn_t nvml_enter(Runtime*& runtime) {
-    return gpulimit::enter(runtime) == CUDA_SUCCESS ? NVML_SUCCESS : kNvmlNoPermission;
+    return gpulimit::enter(runtime) == CUDA_SUCCESS ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION;
 }
 
 } // namespace

@@ -96,9 +96,9 @@ void fill_cuda(RealCuda& functions, void* handle) {
 }
 
 void fill_nvml(RealNvml& functions, void* handle) {
-#define GPULIMIT_NVML_HOOK(name, params) set(functions.name, handle, #name);
-#define GPULIMIT_NVML_REAL(name, params) set(functions.name, handle, #name);
-#include "entry_points.def"
+    gpuinit::nvml::bind(
+        functions, [](void* library, const char* name) { return real_dlsym(library, name); },
+        handle);
 }
 
 // Plain with __atomic builtins rather than std::atomic: std::atomic's

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "cuda_abi.hpp"
+#include "gpuinit/nvml/api.hpp"
 
 // Our exports: extern "C" with default visibility (the library is built
 // -fvisibility=hidden; the version script can only export what is visible).
@@ -36,12 +37,10 @@ struct RealCuda {
     void* handle; // libcuda.so.1's dlopen handle; null when it cannot be loaded
 };
 
-// libnvidia-ml.so.1: every NVML entry of entry_points.def.
-struct RealNvml {
-#define GPULIMIT_NVML_HOOK(name, params) nvmlReturn_t(*name) params;
-#define GPULIMIT_NVML_REAL(name, params) nvmlReturn_t(*name) params;
-#include "entry_points.def"
-    void* handle; // libnvidia-ml.so.1's dlopen handle; null when it cannot be loaded
+// libnvidia-ml.so.1: libgpuinit's NVML table (gpuinit/nvml/api.hpp), the
+// hooked functions' real ones among them.
+struct RealNvml : gpuinit::nvml::Functions {
+    void* handle = nullptr; // libnvidia-ml.so.1's dlopen handle; null when it cannot be loaded
 };
 
 // Resolved on the first call (which loads the library if the process has
@@ -51,7 +50,7 @@ const RealCuda& real_cuda();
 const RealNvml& real_nvml();
 
 inline constexpr const char* kCudaLibrary = "libcuda.so.1";
-inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
+inline constexpr const char* kNvmlLibrary = gpuinit::nvml::kLibraryName;
 
 using DlsymFunction = void* (*)(void* handle, const char* name);
 

@@ -25,8 +25,8 @@ inline const RealCuda& real() {
     return real_cuda();
 }
 
-// NVML's "function not found" (nvml.h's NVML_ERROR_FUNCTION_NOT_FOUND).
-inline constexpr nvmlReturn_t kNvmlFunctionNotFound = 13;
+// NVML's "function not found".
+inline constexpr nvmlReturn_t kNvmlFunctionNotFound = NVML_ERROR_FUNCTION_NOT_FOUND;
 
 namespace limit = gpuinit::limit;
 

@@ -384,6 +384,18 @@ bool peer_holds_lock(const Sysroot& root, int32_t pid, const DaemonCore::Group& 
 
 // ---------------------------------------------------------------------------
 
+const char* listing_name(ProcessListing listing) {
+    switch (listing) {
+    case ProcessListing::Listed:
+        return "listed";
+    case ProcessListing::Failed:
+        return "failed";
+    case ProcessListing::Untrusted:
+        return "untrusted";
+    }
+    return "?";
+}
+
 DaemonCore::DaemonCore(const Sysroot& root, DaemonConfig config, NvmlSource& nvml,
                        DaemonEffects& effects)
     : root_(root), config_(std::move(config)), nvml_(nvml), effects_(effects) {
@@ -753,9 +765,20 @@ PassReport DaemonCore::sample() {
     };
     std::map<std::pair<Group*, std::string>, Seen> seen;
     std::set<int32_t> on_gpu;
+    // Devices whose process lists do not check out: no memory is charged
+    // from what they say, and what was charged from them is returned.
+    std::set<std::string> untrusted;
     for (const NvmlDevice& device : devices_) {
         std::vector<NvmlProcess> processes;
-        bool listed = nvml_.processes(device.index, processes);
+        ProcessListDetail detail;
+        ProcessListing listing = nvml_.processes(device.index, processes, detail);
+        bool listed = listing == ProcessListing::Listed;
+        if (listing == ProcessListing::Untrusted) {
+            processes.clear();
+            untrusted.insert(device.uuid);
+            report.process_lists_problem = detail.problem;
+        }
+        report.nvml_devices.push_back({device.index, device.uuid, listing, detail, processes});
         DeviceClock& clock = clock_of(device.index);
         for (int32_t pid : clock.sampled) {
             if (std::none_of(processes.begin(), processes.end(),
@@ -787,6 +810,14 @@ PassReport DaemonCore::sample() {
             }
             entry.processes.push_back(shown);
         }
+    }
+    if (report.process_lists_problem != said_untrusted_) {
+        effects_.log(report.process_lists_problem.empty()
+                         ? "gpu-limit daemon: NVML's process lists check out again; memory "
+                           "outside the interposer is charged"
+                         : "gpu-limit daemon: " + report.process_lists_problem +
+                               "; memory outside the interposer is not charged");
+        said_untrusted_ = report.process_lists_problem;
     }
     for (auto it = cgroup_cache_.begin(); it != cgroup_cache_.end();) {
         it = it->second.seen ? std::next(it) : cgroup_cache_.erase(it);
@@ -857,8 +888,10 @@ PassReport DaemonCore::sample() {
             uint64_t counted = used >= own_charge ? used - own_charge : 0;
             shown.counted = counted;
             shown.measured = entry.measured;
-            if (entry.measured_known || entry.processes.empty()) {
-                uint64_t external = entry.measured > counted ? entry.measured - counted : 0;
+            const bool trusted = untrusted.count(device->uuid) == 0;
+            if (!trusted || entry.measured_known || entry.processes.empty()) {
+                uint64_t external =
+                    trusted && entry.measured > counted ? entry.measured - counted : 0;
                 if (external != own_charge) {
                     Problem problem;
                     if (!group.own_registered && group.own.register_process(problem)) {

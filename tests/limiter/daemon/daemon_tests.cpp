@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -156,11 +157,12 @@ class DaemonEndToEnd : public ::testing::Test {
         state_dir_ = temp_dir("gpulimit-daemon-state");
         socket_ = state_dir_ + "/daemon.sock";
         log_ = standin_dir_ + "/daemon.log";
-        daemon_.start(
-            {GPU_LIMIT_TOOL, "daemon", "--foreground", "--state-dir", state_dir_, "--socket",
-             socket_},
-            {{"LD_LIBRARY_PATH", GPULIMIT_STANDIN_LIBS}, {"GPULIMIT_STANDIN_DIR", standin_dir_}},
-            log_);
+        std::map<std::string, std::string> env = daemon_env_;
+        env["LD_LIBRARY_PATH"] = GPULIMIT_STANDIN_LIBS;
+        env["GPULIMIT_STANDIN_DIR"] = standin_dir_;
+        daemon_.start({GPU_LIMIT_TOOL, "daemon", "--foreground", "--state-dir", state_dir_,
+                       "--socket", socket_},
+                      env, log_);
         ASSERT_TRUE(eventually(5000, [&] { return fs::exists(socket_) || !daemon_.alive(); }));
         ASSERT_TRUE(daemon_.alive()) << log();
         ASSERT_TRUE(fs::exists(socket_)) << log();
@@ -260,6 +262,9 @@ class DaemonEndToEnd : public ::testing::Test {
     std::string socket_;
     std::string log_;
     Child daemon_;
+    // The daemon's environment beyond the stand-in's paths (the stand-in
+    // NVML's modes), set by a derived fixture's constructor.
+    std::map<std::string, std::string> daemon_env_;
 };
 
 std::string run_status(const std::string& state_dir) {
@@ -351,6 +356,76 @@ TEST_F(DaemonEndToEnd, RegistersDrivesChargesAndDropsAJob) {
                            }))
         << "external " << seen().usage.external_bytes;
     EXPECT_TRUE(daemon_.alive());
+}
+
+// The process list in each layout a real driver writes (the stand-in NVML's
+// modes, tests/limiter/standin/standin_nvml.cpp): two jobs of the group on
+// one GPU, each with memory outside the interposer, and the daemon charges
+// exactly the sum. A reader that assumed one layout read the second entry at
+// the wrong offset and charged the first job's memory only.
+struct ProcessLayout {
+    const char* name;
+    const char* v3_stride;   // GPULIMIT_STANDIN_NVML_V3_STRIDE
+    const char* detail_list; // GPULIMIT_STANDIN_NVML_DETAIL_LIST
+};
+
+// gtest prints a parameter's name, not its bytes.
+void PrintTo(const ProcessLayout& layout, std::ostream* out) {
+    *out << layout.name;
+}
+
+class DaemonProcessLayouts : public DaemonEndToEnd,
+                             public ::testing::WithParamInterface<ProcessLayout> {
+  protected:
+    DaemonProcessLayouts() {
+        daemon_env_["GPULIMIT_STANDIN_NVML_V3_STRIDE"] = GetParam().v3_stride;
+        daemon_env_["GPULIMIT_STANDIN_NVML_DETAIL_LIST"] = GetParam().detail_list;
+    }
+};
+
+TEST_P(DaemonProcessLayouts, ChargesEveryProcessOfTheGroup) {
+    Child first;
+    Child second;
+    ASSERT_NO_FATAL_FAILURE(start_job(first, 0, {"alloc_mb=64", "outside_mb=96", "hold=1"}));
+    ASSERT_NO_FATAL_FAILURE(start_job(second, 0, {"alloc_mb=64", "outside_mb=32", "hold=1"}));
+    // NVML shows 64 + 96 and 64 + 32 MiB, the interposers counted 2 x 64:
+    // 128 MiB are the daemon's to charge.
+    EXPECT_TRUE(eventually(4000, [&] { return seen().usage.external_bytes == 128 * kMiB; }))
+        << "external " << seen().usage.external_bytes / kMiB << " MiB\n"
+        << log();
+    EXPECT_EQ(log().find("process list"), std::string::npos) << log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DaemonProcessLayouts,
+                         ::testing::Values(ProcessLayout{"DetailList", "24", "1"},
+                                           ProcessLayout{"V3Declared24", "24", "0"},
+                                           ProcessLayout{"V3R535With32", "32", "0"},
+                                           ProcessLayout{"V3With16", "16", "0"}),
+                         [](const ::testing::TestParamInfo<ProcessLayout>& info) {
+                             return info.param.name;
+                         });
+
+// A driver whose process lists fit no layout NVML has had: the daemon says so
+// once and charges nothing from them, rather than guess.
+class DaemonUnknownLayout : public DaemonEndToEnd {
+  protected:
+    DaemonUnknownLayout() { daemon_env_["GPULIMIT_STANDIN_NVML_FUTURE_LAYOUT"] = "1"; }
+};
+
+TEST_F(DaemonUnknownLayout, ChargesNothingAndSaysWhy) {
+    Child job;
+    ASSERT_NO_FATAL_FAILURE(start_job(job, 0, {"alloc_mb=64", "outside_mb=96", "hold=1"}));
+    ASSERT_TRUE(eventually(4000, [&] {
+        return log().find("no NVML process list checks out") != std::string::npos;
+    })) << log();
+    sleep_ms(1500);
+    EXPECT_EQ(seen().usage.external_bytes, 0U);
+    const std::string text = log();
+    EXPECT_NE(text.find("memory outside the interposer is not charged"), std::string::npos) << text;
+    // Said once, not every pass.
+    EXPECT_EQ(text.find("no NVML process list checks out"),
+              text.rfind("no NVML process list checks out"))
+        << text;
 }
 
 // Garbage at the real socket is answered (or dropped) and the daemon keeps

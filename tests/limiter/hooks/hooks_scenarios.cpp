@@ -11,6 +11,7 @@
 // is in use. Exit 0: passed; 1: a check failed (the failing line is on
 // stderr). Multi-process scenarios run this program again as their children.
 #include "cuda_abi.hpp"
+#include "gpuinit/nvml/nvml_h.hpp"
 #include "standin_control.h"
 
 #include <atomic>
@@ -802,7 +803,7 @@ void scenario_nvml() {
     CHECK_EQ(memory.used, 100 * kMiB);
     CHECK_EQ(memory.free, kGiB - kReserved - 100 * kMiB);
     nvmlMemory_v2_t memory2{};
-    memory2.version = GPULIMIT_NVML_MEMORY_V2;
+    memory2.version = nvmlMemory_v2;
     CHECK_EQ(info2(device, &memory2), NVML_SUCCESS);
     CHECK_EQ(memory2.total, kGiB - kReserved);
     CHECK_EQ(memory2.used, 100 * kMiB);

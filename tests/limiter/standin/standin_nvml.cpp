@@ -10,7 +10,12 @@
 // (standin_memory.hpp), and, without that directory, from this process's. Utilization (per process
 // and per device) comes from the timeline of kernels that the processes sharing
 // GPULIMIT_STANDIN_DIR run (standin_timeline.hpp).
-#include "cuda_abi.hpp"
+//
+// Every signature and type is NVIDIA's nvml.h (through gpuinit/nvml), so a
+// definition that disagrees with the real ABI does not compile. Behaviour
+// follows nvml.h's documentation of each call, checked against a real
+// driver (580.159.04, an H100) where noted.
+#include "gpuinit/nvml/nvml_h.hpp"
 #include "standin_control.h"
 #include "standin_devices.hpp"
 #include "standin_memory.hpp"
@@ -31,9 +36,6 @@
 #define STANDIN_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
-
-constexpr nvmlReturn_t kNvmlNotFound = 6;         // NVML_ERROR_NOT_FOUND
-constexpr nvmlReturn_t kNvmlVersionMismatch = 25; // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 
 struct NvmlDevice {
     standin::Device info;
@@ -155,11 +157,11 @@ STANDIN_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
         return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED:
         return "Not Supported";
-    case kNvmlNotFound:
+    case NVML_ERROR_NOT_FOUND:
         return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE:
         return "Insufficient Size";
-    case kNvmlVersionMismatch:
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
         return "Argument Version Mismatch";
     default:
         return "Unknown Error";
@@ -228,7 +230,7 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevi
             return NVML_SUCCESS;
         }
     }
-    return kNvmlNotFound;
+    return NVML_ERROR_NOT_FOUND;
 }
 
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId,
@@ -247,7 +249,7 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusI
             return NVML_SUCCESS;
         }
     }
-    return kNvmlNotFound;
+    return NVML_ERROR_NOT_FOUND;
 }
 
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
@@ -307,8 +309,8 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
     if (d == nullptr || memory == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    if (memory->version != GPULIMIT_NVML_MEMORY_V2) {
-        return kNvmlVersionMismatch;
+    if (memory->version != nvmlMemory_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
     const unsigned long long used =
         std::min<unsigned long long>(cuda_used(d->cuda_ordinal), d->info.total);
@@ -319,19 +321,8 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
-// nvml.h's nvmlPciInfo_t (v3 layout, unchanged since).
-struct StandinPciInfo {
-    char busIdLegacy[16];
-    unsigned int domain;
-    unsigned int bus;
-    unsigned int device;
-    unsigned int pciDeviceId;
-    unsigned int pciSubSystemId;
-    char busId[32];
-};
-
 namespace {
-nvmlReturn_t pci_info(nvmlDevice_t device, StandinPciInfo* pci) {
+nvmlReturn_t pci_info(nvmlDevice_t device, nvmlPciInfo_t* pci) {
     NvmlDevice* d = device_of(device);
     if (d == nullptr || pci == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -349,7 +340,7 @@ nvmlReturn_t pci_info(nvmlDevice_t device, StandinPciInfo* pci) {
 }
 } // namespace
 
-STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, StandinPciInfo* pci) {
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
     NVML_ENTER();
     return pci_info(device, pci);
 }
@@ -362,21 +353,6 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, Standin
 // stamps its samples. A process has a sample in a window when it kept the
 // device busy then; smUtil is its busy share of the window in percent. The
 // last kHistoryWindows windows are kept.
-
-// nvml.h's nvmlProcessUtilizationSample_t and nvmlUtilization_t.
-struct StandinProcessUtilizationSample {
-    unsigned int pid;
-    unsigned long long timeStamp;
-    unsigned int smUtil;
-    unsigned int memUtil;
-    unsigned int encUtil;
-    unsigned int decUtil;
-};
-
-struct StandinUtilization {
-    unsigned int gpu;
-    unsigned int memory;
-};
 
 namespace {
 
@@ -467,24 +443,24 @@ unsigned percent(uint64_t busy_ns) {
 // for them, the same; NVML_ERROR_NOT_FOUND when there is none newer than
 // lastSeenTimeStamp (0: every sample kept).
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
-    nvmlDevice_t device, StandinProcessUtilizationSample* utilization,
+    nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
     unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
     NVML_ENTER();
     NvmlDevice* d = device_of(device);
     if (d == nullptr || processSamplesCount == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    std::vector<StandinProcessUtilizationSample> samples;
+    std::vector<nvmlProcessUtilizationSample_t> samples;
     for (const WindowSample& w : process_samples(d->cuda_ordinal)) {
         const unsigned long long stamp = realtime_us(w.window_end);
         if (stamp > lastSeenTimeStamp && w.busy > 0) {
             samples.push_back(
-                StandinProcessUtilizationSample{w.pid, stamp, percent(w.busy), 0, 0, 0});
+                nvmlProcessUtilizationSample_t{w.pid, stamp, percent(w.busy), 0, 0, 0});
         }
     }
     if (samples.empty()) {
         *processSamplesCount = 0;
-        return kNvmlNotFound;
+        return NVML_ERROR_NOT_FOUND;
     }
     if (utilization == nullptr || *processSamplesCount < samples.size()) {
         *processSamplesCount = static_cast<unsigned>(samples.size());
@@ -497,7 +473,7 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
 
 // The device's busy share in the last window that ended.
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
-                                                          StandinUtilization* utilization) {
+                                                          nvmlUtilization_t* utilization) {
     NVML_ENTER();
     NvmlDevice* d = device_of(device);
     if (d == nullptr || utilization == nullptr) {
@@ -517,28 +493,20 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
-// nvml.h's nvmlSample_t (a timestamp and an 8-byte nvmlValue_t union).
-struct StandinSample {
-    unsigned long long timeStamp;
-    unsigned long long sampleValue;
-};
-
 // NVML_GPU_UTILIZATION_SAMPLES only: one sample per ended window, busy or
 // idle (unlike the per-process samples), the device's busy percent as an
 // unsigned int (NVML_VALUE_TYPE_UNSIGNED_INT). Other sampling types: not
 // supported. With samples NULL, *sampleCount says how many there are.
-STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type,
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
                                                  unsigned long long lastSeenTimeStamp,
-                                                 int* sampleValType, unsigned int* sampleCount,
-                                                 StandinSample* samples) {
+                                                 nvmlValueType_t* sampleValType,
+                                                 unsigned int* sampleCount, nvmlSample_t* samples) {
     NVML_ENTER();
-    constexpr int kGpuUtilizationSamples = 1;
-    constexpr int kValueTypeUnsignedInt = 1;
     NvmlDevice* d = device_of(device);
     if (d == nullptr || sampleValType == nullptr || sampleCount == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    if (type != kGpuUtilizationSamples) {
+    if (type != NVML_GPU_UTILIZATION_SAMPLES) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     using standin::timeline::kWindowNs;
@@ -546,7 +514,7 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type,
     const uint64_t windows =
         std::min<uint64_t>(standin::timeline::kHistoryWindows, last_end / kWindowNs);
     const standin::timeline::File* file = timeline();
-    std::vector<StandinSample> found;
+    std::vector<nvmlSample_t> found;
     for (uint64_t end = last_end - windows * kWindowNs + kWindowNs; end <= last_end && windows > 0;
          end += kWindowNs) {
         const unsigned long long stamp = realtime_us(end);
@@ -559,12 +527,15 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type,
             busy =
                 standin::timeline::busy_ns(file->devices[d->cuda_ordinal], 0, end - kWindowNs, end);
         }
-        found.push_back(StandinSample{stamp, percent(busy)});
+        nvmlSample_t sample{};
+        sample.timeStamp = stamp;
+        sample.sampleValue.uiVal = percent(busy);
+        found.push_back(sample);
     }
-    *sampleValType = kValueTypeUnsignedInt;
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
     if (found.empty()) {
         *sampleCount = 0;
-        return kNvmlNotFound;
+        return NVML_ERROR_NOT_FOUND;
     }
     if (samples == nullptr) {
         *sampleCount = static_cast<unsigned>(found.size());
@@ -581,29 +552,23 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type,
 
 // ---- Processes and their memory (standin_memory.hpp) ------------------------
 //
-// nvml.h's nvmlProcessInfo_v1_t (the unversioned symbol), nvmlProcessInfo_v2_t
-// (_v2) and nvmlProcessInfo_t (_v3). Outside MIG the instance ids are
-// 0xFFFFFFFF, as the driver reports them.
-
-struct StandinProcessInfoV1 {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-};
-
-struct StandinProcessInfoV2 {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-};
-
-struct StandinProcessInfoV3 {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-    unsigned long long usedGpuCcProtectedMemory;
-};
+// nvmlDeviceGetComputeRunningProcesses (nvmlProcessInfo_v1_t, 16 bytes), _v2
+// and _v3 (nvmlProcessInfo_v2_t / nvmlProcessInfo_t, 24 bytes), and
+// nvmlDeviceGetRunningProcessDetailList (nvmlProcessDetail_v1_t, 32 bytes),
+// as 580.159.04 wrote them on an H100 (a sentinel-filled buffer, two
+// processes: 16, 24, 24 and 32 bytes per entry; the instance ids 0xFFFFFFFF
+// outside MIG; count 0 with a NULL buffer answers INSUFFICIENT_SIZE and the
+// count when there are processes, SUCCESS when there are none). Real drivers
+// differ, so the layout _v3 writes is the test's to choose:
+//   GPULIMIT_STANDIN_NVML_V3_STRIDE=16|24|32 (default 24): the entry size
+//       _v3 writes; 32 is R535 (535.54.03 and later 535s: nvmlProcessInfo_t
+//       with usedGpuCcProtectedMemory appended, no version bump; the public
+//       trail is pynvml PR 48, go-nvml issue 75, nvitop PRs 79 and 226);
+//   GPULIMIT_STANDIN_NVML_DETAIL_LIST=0: nvmlDeviceGetRunningProcessDetailList
+//       answers NVML_ERROR_FUNCTION_NOT_FOUND (as an older NVML that does
+//       not have it);
+//   GPULIMIT_STANDIN_NVML_FUTURE_LAYOUT=1: every process list writes 40-byte
+//       entries, a layout no NVML has had, so nothing the reader knows fits.
 
 namespace {
 
@@ -649,10 +614,33 @@ std::vector<HeldMemory> held_memory(int ordinal) {
     return out;
 }
 
-// NVML's contract: *infoCount in, the buffer's room; out, how many there
-// are. NVML_ERROR_INSUFFICIENT_SIZE (with the count) when they do not fit.
-template <typename Info>
-nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* infoCount, Info* infos) {
+unsigned env_unsigned(const char* name, unsigned fallback) {
+    const char* text = std::getenv(name);
+    return text != nullptr && *text != '\0' ? static_cast<unsigned>(std::strtoul(text, nullptr, 10))
+                                            : fallback;
+}
+
+constexpr unsigned kFutureStride = 40;
+
+// The entry size a list call writes: its declared one, unless the test chose
+// another (above).
+unsigned stride_of(unsigned declared, bool is_v3) {
+    if (env_unsigned("GPULIMIT_STANDIN_NVML_FUTURE_LAYOUT", 0) != 0) {
+        return kFutureStride;
+    }
+    if (is_v3) {
+        const unsigned chosen = env_unsigned("GPULIMIT_STANDIN_NVML_V3_STRIDE", declared);
+        return chosen == 16 || chosen == 24 || chosen == 32 ? chosen : declared;
+    }
+    return declared;
+}
+
+// NVML's contract: *infoCount in, the buffer's room in entries; out, how
+// many there are. NVML_ERROR_INSUFFICIENT_SIZE (with the count) when they do
+// not fit. Each entry is written field by field at `stride` bytes, as a
+// driver writes its own layout whatever the caller declared.
+nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* infoCount, void* infos,
+                               unsigned stride) {
     NvmlDevice* d = device_of(device);
     if (d == nullptr || infoCount == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -665,15 +653,25 @@ nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* infoCount, Inf
     if (infos == nullptr && !held.empty()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    auto* out = static_cast<unsigned char*>(infos);
     for (size_t i = 0; i < held.size(); ++i) {
-        Info info{};
-        info.pid = held[i].pid;
-        info.usedGpuMemory = held[i].bytes;
-        if constexpr (sizeof(Info) > sizeof(StandinProcessInfoV1)) {
-            info.gpuInstanceId = 0xFFFFFFFFU;
-            info.computeInstanceId = 0xFFFFFFFFU;
+        unsigned char* entry = out + i * stride;
+        const unsigned pid = held[i].pid;
+        const unsigned long long bytes = held[i].bytes;
+        const unsigned no_instance = 0xFFFFFFFFU;
+        const unsigned long long protected_bytes = 0;
+        std::memcpy(entry, &pid, sizeof pid);
+        std::memcpy(entry + 8, &bytes, sizeof bytes);
+        if (stride >= 24) {
+            std::memcpy(entry + 16, &no_instance, sizeof no_instance);
+            std::memcpy(entry + 20, &no_instance, sizeof no_instance);
         }
-        infos[i] = info;
+        if (stride >= 32) {
+            std::memcpy(entry + 24, &protected_bytes, sizeof protected_bytes);
+        }
+        if (stride > 32) {
+            std::memset(entry + 32, 0, stride - 32);
+        }
     }
     *infoCount = static_cast<unsigned>(held.size());
     return NVML_SUCCESS;
@@ -683,21 +681,50 @@ nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* infoCount, Inf
 
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
                                                                  unsigned int* infoCount,
-                                                                 StandinProcessInfoV1* infos) {
+                                                                 nvmlProcessInfo_v1_t* infos) {
     NVML_ENTER();
-    return running_processes(device, infoCount, infos);
+    return running_processes(device, infoCount, infos,
+                             stride_of(sizeof(nvmlProcessInfo_v1_t), false));
 }
 
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
                                                                     unsigned int* infoCount,
-                                                                    StandinProcessInfoV2* infos) {
+                                                                    nvmlProcessInfo_v2_t* infos) {
     NVML_ENTER();
-    return running_processes(device, infoCount, infos);
+    return running_processes(device, infoCount, infos,
+                             stride_of(sizeof(nvmlProcessInfo_v2_t), false));
 }
 
 STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
                                                                     unsigned int* infoCount,
-                                                                    StandinProcessInfoV3* infos) {
+                                                                    nvmlProcessInfo_t* infos) {
     NVML_ENTER();
-    return running_processes(device, infoCount, infos);
+    return running_processes(device, infoCount, infos, stride_of(sizeof(nvmlProcessInfo_t), true));
+}
+
+// nvml.h (go-nvml's copy, NVML API 13): the version word must be
+// nvmlProcessDetailList_v1 and the mode a nvmlProcessMode_t (3 is "all");
+// only compute processes are simulated, so graphics and MPS list none.
+STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                                  nvmlProcessDetailList_t* plist) {
+    NVML_ENTER();
+    if (env_unsigned("GPULIMIT_STANDIN_NVML_DETAIL_LIST", 1) == 0) {
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    }
+    if (plist == nullptr || device_of(device) == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (plist->version != nvmlProcessDetailList_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    constexpr unsigned kModeAll = 3;
+    if (plist->mode > kModeAll) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (plist->mode == NVML_PROCESS_MODE_GRAPHICS || plist->mode == NVML_PROCESS_MODE_MPS) {
+        plist->numProcArrayEntries = 0;
+        return NVML_SUCCESS;
+    }
+    return running_processes(device, &plist->numProcArrayEntries, plist->procArray,
+                             stride_of(sizeof(nvmlProcessDetail_v1_t), false));
 }

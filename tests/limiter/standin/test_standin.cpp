@@ -2,6 +2,7 @@
 // on it, and its cuGetProcAddress, VMM, pools, arrays, graph memory, fault
 // injection and NVML behave as the other gpu-limit tests rely on.
 #include "cuda_abi.hpp"
+#include "gpuinit/nvml/nvml_h.hpp"
 #include "standin_control.h"
 
 #include <csignal>
@@ -378,12 +379,12 @@ TEST_F(StandinDriver, NvmlListsTheSameDevicesInPciOrder) {
     ASSERT_EQ(n, 2U);
     nvmlDevice_t first = nullptr;
     ASSERT_EQ(by_index(0, &first), NVML_SUCCESS);
-    char text[kNvmlDeviceUuidBufferSize];
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     ASSERT_EQ(uuid(first, text, sizeof text), NVML_SUCCESS);
     EXPECT_EQ(std::string(text), "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"); // CUDA ordinal 1
     nvmlMemory_v2_t memory{};
-    EXPECT_EQ(memory_v2(first, &memory), 25); // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-    memory.version = GPULIMIT_NVML_MEMORY_V2;
+    EXPECT_EQ(memory_v2(first, &memory), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    memory.version = nvmlMemory_v2;
     ASSERT_EQ(memory_v2(first, &memory), NVML_SUCCESS);
     EXPECT_EQ(memory.total, 8ULL << 30);
     EXPECT_EQ(memory.used, used(1));
@@ -441,17 +442,6 @@ struct HoldingProbe {
     ~HoldingProbe() { stop(); }
 };
 
-struct ProcessInfoV1 { // nvml.h's nvmlProcessInfo_v1_t
-    unsigned pid;
-    unsigned long long usedGpuMemory;
-};
-struct ProcessInfoV3 { // nvml.h's nvmlProcessInfo_t
-    unsigned pid;
-    unsigned long long usedGpuMemory;
-    unsigned gpuInstanceId, computeInstanceId;
-    unsigned long long usedGpuCcProtectedMemory;
-};
-
 TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
     char pattern[] = "/tmp/standin-processes.XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
@@ -464,9 +454,10 @@ TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
     auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
     auto by_uuid = reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(
         dlsym(nvml, "nvmlDeviceGetHandleByUUID"));
-    auto list_v1 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfoV1*)>(
-        dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses"));
-    auto list_v3 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfoV3*)>(
+    auto list_v1 =
+        reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_v1_t*)>(
+            dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses"));
+    auto list_v3 = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*)>(
         dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
     ASSERT_NE(list_v1, nullptr);
     ASSERT_NE(list_v3, nullptr);
@@ -489,7 +480,7 @@ TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
         if (r != NVML_ERROR_INSUFFICIENT_SIZE && r != NVML_SUCCESS) {
             return r;
         }
-        std::vector<ProcessInfoV1> infos(count);
+        std::vector<nvmlProcessInfo_v1_t> infos(count);
         r = list_v1(dev1, &count, infos.data());
         for (unsigned i = 0; r == NVML_SUCCESS && i < count; ++i) {
             out[infos[i].pid] = infos[i].usedGpuMemory;
@@ -503,9 +494,10 @@ TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
     EXPECT_EQ(seen[static_cast<unsigned>(b.pid)], b.used);
 
     // Too small a buffer: the count, NVML_ERROR_INSUFFICIENT_SIZE. The v3
-    // layout: instance ids 0xFFFFFFFF outside MIG.
+    // layout as nvml.h declares it (the default): instance ids 0xFFFFFFFF
+    // outside MIG.
     unsigned count = 1;
-    ProcessInfoV3 infos[4] = {};
+    nvmlProcessInfo_t infos[4] = {};
     EXPECT_EQ(list_v3(dev1, &count, infos), NVML_ERROR_INSUFFICIENT_SIZE);
     EXPECT_EQ(count, 2U);
     count = 4;
@@ -515,7 +507,6 @@ TEST(StandinNvmlProcesses, ListsEveryProcessHoldingMemoryUntilItDies) {
         EXPECT_EQ(seen[infos[i].pid], infos[i].usedGpuMemory);
         EXPECT_EQ(infos[i].gpuInstanceId, 0xFFFFFFFFU);
         EXPECT_EQ(infos[i].computeInstanceId, 0xFFFFFFFFU);
-        EXPECT_EQ(infos[i].usedGpuCcProtectedMemory, 0U);
     }
 
     // A process that dies leaves the list (its slot's lock went with it),

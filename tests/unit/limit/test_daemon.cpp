@@ -56,12 +56,17 @@ class FakeNvml final : public NvmlSource {
   public:
     bool available() const override { return present; }
     std::vector<NvmlDevice> devices() override { return {{0, kUuid}}; }
-    bool processes(unsigned index, std::vector<NvmlProcess>& out) override {
+    ProcessListing processes(unsigned index, std::vector<NvmlProcess>& out,
+                             ProcessListDetail& detail) override {
+        if (untrusted) {
+            detail.problem = "no NVML process list checks out: test";
+            return ProcessListing::Untrusted;
+        }
         if (index != 0 || !lists) {
-            return false;
+            return ProcessListing::Failed;
         }
         out = running;
-        return true;
+        return ProcessListing::Listed;
     }
     bool utilization(unsigned /*index*/, uint64_t since_us, std::vector<NvmlSample>& out) override {
         last_since = since_us;
@@ -75,7 +80,8 @@ class FakeNvml final : public NvmlSource {
         return true;
     }
     bool present = true;
-    bool lists = true; // nvmlDeviceGetComputeRunningProcesses exists
+    bool lists = true;      // nvmlDeviceGetComputeRunningProcesses exists
+    bool untrusted = false; // the lists do not check out
     std::vector<NvmlProcess> running;
     std::vector<NvmlSample> samples;
     uint64_t last_since = 0;
@@ -486,6 +492,39 @@ TEST_F(DaemonTest, ExternalMemoryIsChargedAndUncharged) {
     EXPECT_EQ(app.group_used(0), 300 * kOneMiB);
     daemon.reset();
     EXPECT_EQ(app.group_used(0), 100 * kOneMiB);
+}
+
+// Process lists that do not check out (a layout no NVML has): what was
+// charged from them is returned, nothing more is charged, and the daemon
+// says so once, and again when they check out again.
+TEST_F(DaemonTest, UntrustedProcessListsChargeNothing) {
+    make_group(kContainer, 4096 * kOneMiB);
+    ASSERT_EQ(app.charge(0, 100 * kOneMiB), Admission::Admitted);
+    fake_process(5000, 600, std::string("0::/docker/") + kContainer + "\n");
+    nvml.running = {{5000, 300 * kOneMiB}};
+    core().sample();
+    EXPECT_EQ(app.group_used(0), 300 * kOneMiB);
+    nvml.untrusted = true;
+    PassReport report = core().sample();
+    EXPECT_EQ(report.process_lists_problem, "no NVML process list checks out: test");
+    ASSERT_EQ(report.nvml_devices.size(), 1U);
+    EXPECT_EQ(report.nvml_devices[0].listing, ProcessListing::Untrusted);
+    ASSERT_NE(device_of(report), nullptr);
+    EXPECT_EQ(device_of(report)->external, 0U);
+    EXPECT_EQ(app.group_used(0), 100 * kOneMiB);
+    EXPECT_EQ(file->header.compute[0].external_bytes.load(), 0U);
+    core().sample();
+    auto said = [&](const std::string& text) {
+        return std::count_if(
+            effects.lines.begin(), effects.lines.end(),
+            [&](const std::string& line) { return line.find(text) != std::string::npos; });
+    };
+    EXPECT_EQ(said("memory outside the interposer is not charged"), 1);
+    nvml.untrusted = false;
+    report = core().sample();
+    EXPECT_TRUE(report.process_lists_problem.empty());
+    EXPECT_EQ(app.group_used(0), 300 * kOneMiB);
+    EXPECT_EQ(said("check out again"), 1);
 }
 
 TEST_F(DaemonTest, WithoutNvmlOnlyRegistrations) {

@@ -7,13 +7,13 @@
  * FAKE_NVML_SCENARIO changes it: "init-fails" (no driver), "old-uuid" (MIG
  * UUIDs in the pre-R470 MIG-GPU-<uuid>/<gi>/<ci> form), "odd-name" (a MIG
  * device name without "MIG <profile>"). */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <nvml.h> /* NVIDIA's own declarations: a definition here that disagrees fails to compile */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st* nvmlDevice_t;
-
+/* nvml.h leaves the device opaque; this is the stand-in's. */
 struct nvmlDevice_st {
     int gpu; /* NVML index of the GPU (or the parent) */
     int mig; /* MIG device index, -1 for a GPU */
@@ -38,46 +38,48 @@ static int scenario(const char* name) {
 
 static nvmlReturn_t copy(const char* text, char* out, unsigned length) {
     if (strlen(text) + 1 > length) {
-        return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+        return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     memcpy(out, text, strlen(text) + 1);
-    return 0;
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlInit_v2(void) {
     if (scenario("init-fails")) {
-        return 9; /* NVML_ERROR_DRIVER_NOT_LOADED */
+        return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     initialized = 1;
-    return 0;
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlShutdown(void) {
     initialized = 0;
-    return 0;
+    return NVML_SUCCESS;
 }
 
 const char* nvmlErrorString(nvmlReturn_t code) {
-    return code == 9 ? "Driver Not Loaded" : code == 6 ? "Not Found" : "Unknown Error";
+    return code == NVML_ERROR_DRIVER_NOT_LOADED ? "Driver Not Loaded"
+           : code == NVML_ERROR_NOT_FOUND       ? "Not Found"
+                                                : "Unknown Error";
 }
 
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
     if (!initialized) {
-        return 1; /* NVML_ERROR_UNINITIALIZED */
+        return NVML_ERROR_UNINITIALIZED;
     }
     *count = 2;
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
     if (index >= 2) {
-        return 2;
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     *device = &gpus[index];
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
     char text[96];
     if (device->mig < 0) {
         return copy(gpu_uuids[device->gpu], uuid, length);
@@ -91,7 +93,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length)
     return copy(text, uuid, length);
 }
 
-nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
     char text[96];
     if (device->mig < 0 || scenario("odd-name")) {
         return copy("NVIDIA A100 80GB PCIe", name, length);
@@ -100,38 +102,39 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length)
     return copy(text, name, length);
 }
 
-nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current, unsigned* pending) {
-    *current = device->gpu == 0 ? 1 : 0;
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                  unsigned int* pending) {
+    *current = device->gpu == 0 ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
     *pending = *current;
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned* count) {
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
     *count = device->gpu == 0 ? 7 : 0;
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned index,
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                  nvmlDevice_t* mig) {
     if (device->gpu != 0 || index >= 4 || migs[index].profile == NULL) {
-        return 6; /* NVML_ERROR_NOT_FOUND */
+        return NVML_ERROR_NOT_FOUND;
     }
     *mig = &migs[index];
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned* id) {
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
     if (device->mig < 0) {
-        return 2;
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     *id = device->gi;
-    return 0;
+    return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
     if (device->mig < 0) {
-        return 2;
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     *id = device->ci;
-    return 0;
+    return NVML_SUCCESS;
 }

@@ -84,14 +84,29 @@ struct NvmlSample {
     uint64_t timestamp_us = 0; // CLOCK_REALTIME, microseconds
 };
 
+enum class ProcessListing : uint8_t {
+    Listed,    // `out` holds the device's processes
+    Failed,    // not this time (an NVML error): nothing to conclude
+    Untrusted, // the driver's process lists do not check out (the detail's
+               // problem says why): memory must not be charged from them
+};
+const char* listing_name(ProcessListing listing); // "listed", "failed", "untrusted"
+
+struct ProcessListDetail {
+    std::string call;    // the NVML function that answered ("" when none did)
+    uint32_t stride = 0; // the size of its entries in bytes; 0 before any entry
+    std::string problem; // Failed, Untrusted: why, one line
+};
+
 class NvmlSource {
   public:
     virtual ~NvmlSource() = default;
     // False: no NVML (registration only).
     virtual bool available() const = 0;
     virtual std::vector<NvmlDevice> devices() = 0;
-    // Processes with a compute context on the device; false on an error.
-    virtual bool processes(unsigned index, std::vector<NvmlProcess>& out) = 0;
+    // Processes with a compute context on the device.
+    virtual ProcessListing processes(unsigned index, std::vector<NvmlProcess>& out,
+                                     ProcessListDetail& detail) = 0;
     // Utilization samples newer than since_us; false on an error (no samples
     // yet is success with none).
     virtual bool utilization(unsigned index, uint64_t since_us, std::vector<NvmlSample>& out) = 0;
@@ -157,8 +172,21 @@ struct PassGroup {
     std::vector<PassDevice> devices;
 };
 
+// NVML's process list of one device as the pass read it.
+struct PassNvmlDevice {
+    unsigned index = 0;
+    std::string uuid;
+    ProcessListing listing = ProcessListing::Failed;
+    ProcessListDetail detail;
+    std::vector<NvmlProcess> processes;
+};
+
 struct PassReport {
     bool nvml = false;
+    std::vector<PassNvmlDevice> nvml_devices;
+    // Why NVML's process lists are not used ("" when they are): memory
+    // outside the interposer is then not charged.
+    std::string process_lists_problem;
     std::vector<PassGroup> groups;
     std::vector<std::string> actions; // OOM actions taken (one line each)
 };
@@ -244,6 +272,8 @@ class DaemonCore {
     std::map<int32_t, Group*> pid_group_;
     std::map<int32_t, uint32_t> sm_percent_; // each pid's latest sample
     uint64_t last_poll_ns_ = 0;
+    // The last untrusted-process-list problem logged, so it is said once.
+    std::string said_untrusted_;
 };
 
 // Pure helpers, public for tests.

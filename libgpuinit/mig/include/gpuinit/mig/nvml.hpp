@@ -6,12 +6,13 @@
 #pragma once
 
 #include "gpuinit/mig/names.hpp"
+#include "gpuinit/nvml/api.hpp"
 
 #include <string>
 
 namespace gpuinit {
 
-inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
+inline constexpr const char* kNvmlLibrary = nvml::kLibraryName;
 
 // Whether this build can load NVML at all.
 bool nvml_supported();
