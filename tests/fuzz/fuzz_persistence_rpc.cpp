@@ -1,7 +1,7 @@
 // The persistence RPC: the input after its first two bytes is a byte stream
 // fed to RpcRecordReader in chunks whose sizes those two bytes give; each
-// record it yields is handled as a call and decoded as a reply, and so is
-// the whole input.
+// record it yields is read as a call (and planned for GPUs the first byte
+// chooses) and decoded as a reply, and so is the whole input.
 #include "fuzz_check.hpp"
 #include "gpuinit/persist/rpc.hpp"
 
@@ -21,35 +21,6 @@ uint32_t load_u32(std::string_view bytes) {
     return value;
 }
 
-// Says what it was asked and answers what the input's first byte chose.
-class CheckingHandler : public PersistenceRpcHandler {
-  public:
-    explicit CheckingHandler(uint8_t choice)
-        : status(static_cast<NvPdStatus>(choice % 13)), mode((choice & 0x80) != 0) {}
-
-    NvPdStatus get_mode(const NvPciDevice& asked, bool* enabled) override {
-        ++calls;
-        was_get = true;
-        device = asked;
-        *enabled = mode;
-        return status;
-    }
-    NvPdStatus set_mode(const NvPciDevice& asked, bool asked_enable, uid_t peer_uid) override {
-        ++calls;
-        device = asked;
-        enable = asked_enable;
-        FUZZ_CHECK(peer_uid == kPeer);
-        return status;
-    }
-
-    const NvPdStatus status;
-    const bool mode;
-    int calls = 0;
-    bool was_get = false;
-    NvPciDevice device;
-    bool enable = false;
-};
-
 void check_decoded(const RpcReply& reply, bool get) {
     if (!reply.rpc_error.empty()) {
         FUZZ_CHECK(one_safe_line(reply.rpc_error));
@@ -66,50 +37,94 @@ void check_as_reply(std::string_view record) {
     FUZZ_CHECK(!decode_set_mode_reply(record, xid + 1).rpc_error.empty() || record.size() < 4);
 }
 
+// The plan for a call follows command_server.c's order whatever the GPU:
+// the uid before the device, the device before the value.
+void check_plan(const RpcCall& call, uint8_t choice) {
+    bool get = call.procedure == RpcProcedure::GetPersistenceMode;
+    std::optional<RpcGpu> gpu;
+    if ((choice & 0x01) != 0) {
+        gpu = RpcGpu{(choice & 0x02) != 0, (choice & 0x04) != 0, (choice & 0x08) != 0};
+    }
+    for (uid_t uid : {uid_t{0}, kPeer, kUnknownRpcPeer}) {
+        for (bool applied : {false, true}) {
+            RpcStep step = plan_rpc_call(call, uid, gpu, applied);
+            if (!get && uid != 0) {
+                FUZZ_CHECK(step.kind == RpcStep::Kind::Answer);
+                FUZZ_CHECK(step.status ==
+                           (uid == kPeer ? NvPdStatus::Permissions : NvPdStatus::Unknown));
+                continue;
+            }
+            if (!gpu) {
+                FUZZ_CHECK(step.kind == RpcStep::Kind::Answer &&
+                           step.status == NvPdStatus::DeviceNotFound);
+                continue;
+            }
+            if (gpu->settling) {
+                FUZZ_CHECK(step.kind == RpcStep::Kind::Wait);
+                continue;
+            }
+            if (step.kind != RpcStep::Kind::Answer) {
+                // Only a set changes anything, once, and only with 0 or 1.
+                FUZZ_CHECK(!get && call.procedure != RpcProcedure::SetNumaStatus && !applied);
+                FUZZ_CHECK(call.value == (step.kind == RpcStep::Kind::Enable ? 1u : 0u));
+                continue;
+            }
+            FUZZ_CHECK(step.enabled == (get && gpu->held));
+            if (!get && call.value > 1) {
+                FUZZ_CHECK(step.status == NvPdStatus::InvalidArgument);
+            }
+        }
+    }
+}
+
 void check_as_call(std::string_view record, uint8_t choice) {
-    CheckingHandler handler(choice);
-    auto reply = handle_rpc_record(record, handler, kPeer);
-    FUZZ_CHECK(handler.calls <= 1);
-    if (!reply) {
-        FUZZ_CHECK(handler.calls == 0);
+    RpcIncoming incoming = read_rpc_record(record);
+    if (incoming.kind == RpcIncoming::Kind::Close) {
         return;
     }
     // Every reply is whole XDR words, answers the call's xid and is a reply.
-    FUZZ_CHECK(reply->size() % 4 == 0 && reply->size() >= 24);
-    FUZZ_CHECK(reply->substr(0, 4) == record.substr(0, 4));
-    FUZZ_CHECK(load_u32(std::string_view(*reply).substr(4)) == 1);
-    if (handler.calls == 0) {
+    if (incoming.kind == RpcIncoming::Kind::Reply) {
+        const std::string& reply = incoming.reply;
+        FUZZ_CHECK(reply.size() % 4 == 0 && reply.size() >= 20);
+        FUZZ_CHECK(reply.substr(0, 4) == record.substr(0, 4));
+        FUZZ_CHECK(load_u32(std::string_view(reply).substr(4)) == 1);
         return;
     }
-
-    // The handler ran only for an RPC version 2 call to our get or set
-    // whose arguments end the record and decode as it was told.
-    uint32_t version = load_u32(record.substr(16));
-    uint32_t procedure = load_u32(record.substr(20));
+    const RpcCall& call = incoming.call;
+    FUZZ_CHECK(call.xid == load_u32(record));
     FUZZ_CHECK(load_u32(record.substr(4)) == 0 && load_u32(record.substr(8)) == 2);
     FUZZ_CHECK(load_u32(record.substr(12)) == kPersistenceRpcProgram);
-    std::string expected_call =
-        handler.was_get
-            ? encode_get_mode_call(load_u32(record), handler.device)
-            : encode_set_mode_call(load_u32(record), version, handler.device, handler.enable);
-    FUZZ_CHECK(handler.was_get ? version == 1 && procedure == 2
-                               : (version == 1 || version == 2) && procedure == 1);
-    size_t args = handler.was_get ? 16 : 20;
-    FUZZ_CHECK(record.size() >= 40 + args);
-    FUZZ_CHECK(record.substr(record.size() - args) ==
-               std::string_view(expected_call).substr(expected_call.size() - args));
-
-    // The reply decodes to what the handler said, whatever the credential.
-    uint32_t xid = load_u32(record);
-    RpcReply decoded =
-        handler.was_get ? decode_get_mode_reply(*reply, xid) : decode_set_mode_reply(*reply, xid);
-    FUZZ_CHECK(decoded.rpc_error.empty());
-    FUZZ_CHECK(decoded.status == handler.status);
-    if (handler.was_get && handler.status == NvPdStatus::Success) {
-        FUZZ_CHECK(decoded.enabled == handler.mode);
+    uint32_t version = load_u32(record.substr(16));
+    uint32_t procedure = load_u32(record.substr(20));
+    switch (call.procedure) {
+    case RpcProcedure::SetPersistenceMode:
+        FUZZ_CHECK(version == 1 && procedure == 1);
+        break;
+    case RpcProcedure::GetPersistenceMode:
+        FUZZ_CHECK(version == 1 && procedure == 2);
+        break;
+    case RpcProcedure::SetPersistenceModeOnly:
+        FUZZ_CHECK(version == 2 && procedure == 1);
+        break;
+    case RpcProcedure::SetNumaStatus:
+        FUZZ_CHECK(version == 2 && procedure == 2);
+        break;
     }
-    CheckingHandler again(choice);
-    FUZZ_CHECK(handle_rpc_record(expected_call, again, kPeer) == reply);
+    FUZZ_CHECK(call.reply_verifier.size() % 4 == 0 && call.reply_verifier.size() >= 8);
+    check_plan(call, choice);
+
+    // The answer decodes to what was answered, whatever the verifier.
+    auto status = static_cast<NvPdStatus>(choice % 13);
+    bool mode = (choice & 0x80) != 0;
+    std::string reply = encode_rpc_answer(call, status, mode);
+    bool get = call.procedure == RpcProcedure::GetPersistenceMode;
+    RpcReply decoded =
+        get ? decode_get_mode_reply(reply, call.xid) : decode_set_mode_reply(reply, call.xid);
+    FUZZ_CHECK(decoded.rpc_error.empty());
+    FUZZ_CHECK(decoded.status == status);
+    if (get && status == NvPdStatus::Success) {
+        FUZZ_CHECK(decoded.enabled == mode);
+    }
 }
 
 void check_record(std::string_view record, uint8_t choice) {

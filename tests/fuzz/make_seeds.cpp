@@ -393,6 +393,10 @@ void add_persistence_rpc(Corpus& corpus) {
         call(6, 2, 0, auth_sys, {}),
         call(7, 3, 2, none, {0, 0, 0, 0}),
         call(8, 1, 9, none, {}),
+        call(11, 1, 1, auth_sys, {0, 0x17, 0, 1, 2}), // another function, a mode outside the enum
+        call(12, 2, 2, none, {0, 0x17, 0, 0, 7}),
+        xdr({13, 0, 2, 35006, 1, 2, 1, 8, 1, 300, 0, 0, 0, 0x17, 0, 0}), // AUTH_SYS cut short
+        xdr({14, 0, 2, 35006, 1, 2, 6, 20, 1, 0, 0, 1, 0, 0, 0, 0, 0x17, 0, 0}), // RPCSEC_GSS
         xdr({9, 0, 3}),
         xdr({10, 0, 2, 100003, 3, 0, 0, 0, 0, 0}),
         xdr({1, 1, 0, 0, 0, 0, 0, 1}), // a get's reply: enabled

@@ -16,7 +16,10 @@ namespace gpuinit {
 
 namespace {
 
-constexpr int kRpcTimeoutMs = 5000;
+// The daemon answers a set once the GPU's init has finished (as
+// nvidia-persistenced, which opens synchronously, does), and waits at most
+// 120 s for it: as long as `gpu-persist enable` waits.
+constexpr int kRpcTimeoutMs = 150'000;
 
 Result<UniqueFd> connect_to(const Sysroot& root, std::string_view rel) {
     std::string path = root.path(rel);

@@ -78,6 +78,14 @@ struct HeldFd {
     bool close_when_done = false; // released while waiting
 };
 
+// An RPC call being answered: nvidia-persistenced answers a set once the
+// GPU is open, so the call waits for the GPU to settle.
+struct PendingRpc {
+    RpcCall call;
+    bool applied = false;   // its enable or disable has been carried out
+    bool rescanned = false; // the GPUs were listed again for it
+};
+
 struct Connection {
     uint64_t id = 0;
     UniqueFd fd;
@@ -86,10 +94,13 @@ struct Connection {
     std::string in;
     std::string out;
     RpcRecordReader reader;
+    std::optional<PendingRpc> pending; // an RPC call waiting; the calls after it wait too
+    bool peer_closed = false;          // an RPC client half-closed: answer, then close
     Clock::time_point deadline;
     bool awaiting_settle = false; // a change whose GPUs are still initializing
     bool close_after_write = false;
     bool want_write = false;
+    bool reading = true; // EPOLLIN is registered
 };
 
 PeerCredentials peer_of(int fd) {
@@ -123,27 +134,10 @@ PeerCredentials peer_of(int fd) {
     return peer;
 }
 
-std::string bdf_of(const NvPciDevice& device) {
-    return format("%04x:%02x:%02x.%x", device.domain, device.bus, device.slot, device.function);
-}
-
-class Daemon;
-
-class RpcBridge : public PersistenceRpcHandler {
-  public:
-    explicit RpcBridge(Daemon& daemon) : daemon_(daemon) {}
-    NvPdStatus get_mode(const NvPciDevice& device, bool* enabled) override;
-    NvPdStatus set_mode(const NvPciDevice& device, bool enable, uid_t peer_uid) override;
-
-  private:
-    Daemon& daemon_;
-};
-
 class Daemon {
   public:
     Daemon(const PersistOptions& options, Sysroot root)
-        : options_(options), root_(std::move(root)), log_(options.use_syslog, options.verbosity),
-          bridge_(*this) {}
+        : options_(options), root_(std::move(root)), log_(options.use_syslog, options.verbosity) {}
 
     // Everything that needs root; false when it cannot start (reported).
     bool start(int ready_fd);
@@ -153,8 +147,6 @@ class Daemon {
     const Log& log() const { return log_; }
     Log& log() { return log_; }
 
-    // For the RPC bridge and the control socket.
-    const HeldGpu* gpu_at(std::string_view bdf) const { return table_.find(bdf); }
     Result<GpuTable::Actions> change(const ControlRequest& request);
 
   private:
@@ -178,6 +170,9 @@ class Daemon {
     void on_accept(int listen_fd, bool rpc);
     void on_connection(uint64_t id, uint32_t events);
     void handle_control_line(Connection& connection, std::string_view line);
+    void serve_rpc(uint64_t id);
+    bool answer_rpc(Connection& connection);
+    const HeldGpu* rpc_gpu(const NvPciDevice& device) const;
     void flush(Connection& connection);
     void drop(uint64_t id);
     void on_timer();
@@ -190,7 +185,6 @@ class Daemon {
     const PersistOptions& options_;
     Sysroot root_;
     Log log_;
-    RpcBridge bridge_;
     GpuTable table_;
     std::unique_ptr<GpuOpener> opener_;
     std::map<std::string, HeldFd, std::less<>> fds_;
@@ -222,35 +216,6 @@ class Daemon {
     bool stopping_ = false;
     bool dirty_ = true;
 };
-
-NvPdStatus RpcBridge::get_mode(const NvPciDevice& device, bool* enabled) {
-    const HeldGpu* gpu = daemon_.gpu_at(bdf_of(device));
-    if (gpu == nullptr) {
-        return NvPdStatus::DeviceNotFound;
-    }
-    *enabled = gpu->wanted && (gpu->state == HoldState::Held || gpu->state == HoldState::Opening);
-    return NvPdStatus::Success;
-}
-
-NvPdStatus RpcBridge::set_mode(const NvPciDevice& device, bool enable, uid_t peer_uid) {
-    if (peer_uid != 0) {
-        return NvPdStatus::Permissions;
-    }
-    auto selector = GpuSelector::parse(bdf_of(device));
-    if (!selector) {
-        return NvPdStatus::InvalidArgument;
-    }
-    ControlRequest request;
-    request.kind = enable ? ControlRequest::Kind::Enable : ControlRequest::Kind::Disable;
-    request.gpu = std::move(*selector);
-    auto changed = daemon_.change(request);
-    if (!changed) {
-        return changed.error().code == ENODEV ? NvPdStatus::DeviceNotFound : NvPdStatus::Unknown;
-    }
-    daemon_.log().info(format("nvidia-smi (uid 0) set persistence mode %s for %s",
-                              enable ? "on" : "off", bdf_of(device).c_str()));
-    return NvPdStatus::Success;
-}
 
 void Daemon::add_epoll(int fd, uint64_t tag, uint32_t events) {
     epoll_event event{};
@@ -844,6 +809,131 @@ void Daemon::handle_control_line(Connection& connection, std::string_view line) 
     flush(connection);
 }
 
+// nvidia-persistenced's table is matched by domain, bus and slot.
+const HeldGpu* Daemon::rpc_gpu(const NvPciDevice& device) const {
+    for (const HeldGpu& gpu : table_.gpus()) {
+        if (rpc_device_matches(device, gpu.id.bdf)) {
+            return &gpu;
+        }
+    }
+    return nullptr;
+}
+
+// nvidia-smi's persistence RPC, answered as nvidia-persistenced does
+// (NVIDIA/nvidia-persistenced 595.71.05, commit 410f354: command_server.c
+// and nvidia-persistenced.c decide each answer, see plan_rpc_call() in
+// rpc.cpp; nvpd_rpc_server.c and libtirpc the transport, see
+// read_rpc_record()). svc_run() answers one call after the other: a call
+// that waits for its GPU holds back the calls behind it on its connection.
+void Daemon::serve_rpc(uint64_t id) {
+    auto it = std::find_if(connections_.begin(), connections_.end(),
+                           [&](const Connection& c) { return c.id == id; });
+    if (it == connections_.end()) {
+        return;
+    }
+    Connection& connection = *it;
+    while (!connection.close_after_write) {
+        if (connection.pending) {
+            if (!answer_rpc(connection)) {
+                // The GPU's init decides the answer: as long as the control
+                // socket waits for one.
+                connection.deadline = Clock::now() + kSettleDeadline;
+                break;
+            }
+            connection.deadline = Clock::now() + kRequestDeadline;
+            continue;
+        }
+        size_t used = connection.reader.feed(connection.in);
+        connection.in.erase(0, used);
+        if (connection.reader.state() == RpcRecordReader::State::Error) {
+            connection.close_after_write = true;
+            break;
+        }
+        if (connection.reader.state() != RpcRecordReader::State::Record) {
+            break;
+        }
+        RpcIncoming incoming = read_rpc_record(connection.reader.take_record());
+        switch (incoming.kind) {
+        case RpcIncoming::Kind::Close:
+            connection.close_after_write = true;
+            break;
+        case RpcIncoming::Kind::Reply:
+            connection.out += frame_rpc_record(incoming.reply);
+            break;
+        case RpcIncoming::Kind::Call:
+            connection.pending = PendingRpc{std::move(incoming.call)};
+            break;
+        }
+        if (connection.out.size() > kMaxPendingOutput) {
+            drop(id); // it sends and never reads
+            return;
+        }
+    }
+    if (connection.peer_closed && !connection.pending) {
+        connection.close_after_write = true;
+    }
+    flush(connection);
+}
+
+// Takes the pending call as far as it goes: false while it waits for its
+// GPU, true once answered.
+bool Daemon::answer_rpc(Connection& connection) {
+    PendingRpc& pending = *connection.pending;
+    const RpcCall& call = pending.call;
+    while (true) {
+        const HeldGpu* gpu = rpc_gpu(call.device);
+        std::optional<RpcGpu> view;
+        if (gpu != nullptr) {
+            view = RpcGpu{gpu->state == HoldState::Held, gpu->state == HoldState::Opening,
+                          gpu->wanted};
+        }
+        RpcStep step = plan_rpc_call(call, connection.peer.uid, view, pending.applied);
+        if (step.kind == RpcStep::Kind::Answer && step.status == NvPdStatus::DeviceNotFound &&
+            call.procedure != RpcProcedure::GetPersistenceMode && !pending.rescanned) {
+            // Only root gets this far. Bound since the last event we heard
+            // of (hotplug off or lost): look again, as a control request does.
+            pending.rescanned = true;
+            rescan();
+            continue;
+        }
+        switch (step.kind) {
+        case RpcStep::Kind::Wait:
+            return false;
+        case RpcStep::Kind::Answer:
+            connection.out += frame_rpc_record(encode_rpc_answer(call, step.status, step.enabled));
+            connection.pending.reset();
+            return true;
+        case RpcStep::Kind::Enable:
+        case RpcStep::Kind::Disable: {
+            bool enable = step.kind == RpcStep::Kind::Enable;
+            std::string bdf = gpu->id.bdf; // `gpu` does not outlive the change
+            ControlRequest request;
+            request.kind = enable ? ControlRequest::Kind::Enable : ControlRequest::Kind::Disable;
+            auto selector = GpuSelector::parse(bdf);
+            Status done = selector ? Status() : Status(selector.error());
+            if (selector) {
+                request.gpu = std::move(*selector);
+                if (auto changed = change(request); !changed) {
+                    done = changed.error();
+                }
+            }
+            pending.applied = true;
+            if (!done) {
+                log_.error("nvidia-smi's persistence mode " + std::string(enable ? "on" : "off") +
+                           " for " + bdf + ": " + done.error().text());
+                connection.out += frame_rpc_record(encode_rpc_answer(call, NvPdStatus::Unknown));
+                connection.pending.reset();
+                return true;
+            }
+            log_.info(format("nvidia-smi (uid 0, pid %d) set persistence mode %s for %s",
+                             static_cast<int>(connection.peer.pid), enable ? "on" : "off",
+                             bdf.c_str()));
+            continue;
+        }
+        }
+    }
+}
+
 void Daemon::flush(Connection& connection) {
     while (!connection.out.empty()) {
         ssize_t sent =
@@ -865,10 +955,14 @@ void Daemon::flush(Connection& connection) {
         return;
     }
     bool want_write = !connection.out.empty();
-    if (want_write != connection.want_write) {
+    // An RPC connection stops being read while a call waits (its next
+    // calls wait behind it) and once its client half-closed.
+    bool reading = !connection.rpc || (!connection.pending && !connection.peer_closed);
+    if (want_write != connection.want_write || reading != connection.reading) {
         connection.want_write = want_write;
+        connection.reading = reading;
         epoll_event event{};
-        event.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0U);
+        event.events = (reading ? EPOLLIN | EPOLLRDHUP : 0U) | (want_write ? EPOLLOUT : 0U);
         event.data.u64 = kTagConnection | connection.id;
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
     }
@@ -900,6 +994,12 @@ void Daemon::on_connection(uint64_t id, uint32_t events) {
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;
     }
+    if (got == 0 && connection.rpc) {
+        // As libtirpc: the calls that came before the EOF are answered.
+        connection.peer_closed = true;
+        serve_rpc(id);
+        return;
+    }
     if (got <= 0) {
         // EOF: a half-closed control request still gets an answer.
         if (!connection.rpc && !connection.in.empty() && connection.out.empty()) {
@@ -914,29 +1014,10 @@ void Daemon::on_connection(uint64_t id, uint32_t events) {
     }
     std::string_view data(buffer, static_cast<size_t>(got));
     if (connection.rpc) {
-        while (!data.empty()) {
-            size_t used = connection.reader.feed(data);
-            data.remove_prefix(used);
-            if (connection.reader.state() == RpcRecordReader::State::Error) {
-                drop(id);
-                return;
-            }
-            if (connection.reader.state() != RpcRecordReader::State::Record) {
-                break;
-            }
-            auto reply =
-                handle_rpc_record(connection.reader.take_record(), bridge_, connection.peer.uid);
-            if (reply) {
-                connection.out += frame_rpc_record(*reply);
-            }
-            if (connection.out.size() > kMaxPendingOutput) {
-                drop(id); // it sends and never reads
-                return;
-            }
-        }
+        connection.in.append(data);
         // A connection that keeps calling stays; one that idles is dropped.
         connection.deadline = Clock::now() + kRequestDeadline;
-        flush(connection);
+        serve_rpc(id);
         return;
     }
     if (connection.close_after_write) {
@@ -1036,6 +1117,16 @@ void Daemon::publish() {
         log_.warning(written.error().text());
     }
     update_inotify();
+    // RPC calls waiting for their GPU to settle.
+    std::vector<uint64_t> waiting;
+    for (const Connection& connection : connections_) {
+        if (connection.pending) {
+            waiting.push_back(connection.id);
+        }
+    }
+    for (uint64_t id : waiting) {
+        serve_rpc(id);
+    }
     // Clients waiting for their change to settle.
     if (table_.settled()) {
         for (Connection& connection : connections_) {

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <random>
@@ -29,6 +30,7 @@ namespace gpuinit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr uint32_t kSetXid = 0x5e7;
 
 class DaemonProcess {
   public:
@@ -117,6 +119,33 @@ std::string exchange(const std::string& path, std::string_view data, bool half_c
     }
     ::close(fd);
     return reply;
+}
+
+// A set with any 32-bit value (v1 SetPersistenceMode, v2
+// SetPersistenceModeOnly or, procedure 2, SetNumaStatus): the client's
+// encoder writes only modes 0 and 1, and no NUMA call.
+std::string set_call(uint32_t version, uint32_t procedure, const NvPciDevice& device,
+                     uint32_t value) {
+    std::string call = encode_set_mode_call(kSetXid, version, device, false);
+    auto put = [&call](size_t offset, uint32_t word) {
+        for (size_t i = 0; i < 4; ++i) {
+            call[offset + i] = static_cast<char>(word >> (24 - 8 * i));
+        }
+    };
+    put(20, procedure);
+    put(call.size() - 4, value);
+    return call;
+}
+
+// The reply to one such call, sent and half-closed.
+RpcReply set_reply(const std::string& socket, const std::string& call) {
+    std::string framed = exchange(socket, frame_rpc_record(call), true);
+    RpcRecordReader reader;
+    reader.feed(framed);
+    if (reader.state() != RpcRecordReader::State::Record) {
+        return RpcReply{"no reply", NvPdStatus::Unknown, std::nullopt};
+    }
+    return decode_set_mode_reply(reader.take_record(), kSetXid);
 }
 
 class PersistDaemonTest : public ::testing::Test {
@@ -257,6 +286,115 @@ TEST_F(PersistDaemonTest, SurvivesAThousandMalformedRpcCalls) {
     auto reply = persistence_rpc_get(*root, *device);
     ASSERT_TRUE(reply) << reply.error().message;
     EXPECT_TRUE(reply->rpc_error.empty()) << reply->rpc_error;
+}
+
+// The fixture's GPUs have no node: gpu-persist cannot hold them, and
+// nvidia-persistenced answers a set it cannot carry out with
+// NVPD_ERR_DRIVER (set_device_mode), the mode staying off.
+TEST_F(PersistDaemonTest, RpcSetOnThatCannotHoldIsADriverError) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root: only uid 0 may set the persistence mode";
+    }
+    auto root = Sysroot::open(dir_.path());
+    ASSERT_TRUE(root);
+    auto device = parse_nv_pci_device("0000:17:00.0");
+    ASSERT_TRUE(device);
+    for (uint32_t version : {1u, 2u}) {
+        RpcReply set = set_reply(compat(), set_call(version, 1, *device, 1));
+        EXPECT_EQ(set.rpc_error, "") << version;
+        EXPECT_EQ(set.status, NvPdStatus::Driver) << version;
+        auto get = persistence_rpc_get(*root, *device);
+        ASSERT_TRUE(get) << get.error().message;
+        EXPECT_EQ(get->status, NvPdStatus::Success);
+        EXPECT_EQ(get->enabled, false) << version;
+    }
+    // Off is what it is already: a success.
+    RpcReply off = set_reply(compat(), set_call(1, 1, *device, 0));
+    EXPECT_EQ(off.status, NvPdStatus::Success);
+}
+
+// get_device() matches domain, bus and slot: the function nvidia-smi sends
+// (the GPU's, or any other of the slot) does not matter.
+TEST_F(PersistDaemonTest, RpcMatchesTheSlotNotTheFunction) {
+    auto root = Sysroot::open(dir_.path());
+    ASSERT_TRUE(root);
+    for (std::string_view bdf : {"0000:17:00.0", "0000:17:00.1", "0000:17:00.7"}) {
+        auto device = parse_nv_pci_device(bdf);
+        ASSERT_TRUE(device);
+        auto get = persistence_rpc_get(*root, *device);
+        ASSERT_TRUE(get) << get.error().message;
+        EXPECT_EQ(get->rpc_error, "") << bdf;
+        EXPECT_EQ(get->status, NvPdStatus::Success) << bdf;
+        EXPECT_EQ(get->enabled, false) << bdf;
+    }
+    auto other_slot = persistence_rpc_get(*root, {0, 0x17, 1, 0});
+    ASSERT_TRUE(other_slot);
+    EXPECT_EQ(other_slot->status, NvPdStatus::DeviceNotFound);
+}
+
+// An XDR enum decodes to any int; set_device_mode() answers a mode other
+// than 0 and 1 with NVPD_ERR_INVALID_ARGUMENT, after the uid and device
+// checks.
+TEST_F(PersistDaemonTest, RpcModeOutsideTheEnumIsAnInvalidArgument) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root: only uid 0 may set the persistence mode";
+    }
+    for (uint32_t version : {1u, 2u}) {
+        for (uint32_t mode : {2u, 0xffffffffu}) {
+            RpcReply known = set_reply(compat(), set_call(version, 1, {0, 0x17, 0, 0}, mode));
+            EXPECT_EQ(known.rpc_error, "");
+            EXPECT_EQ(known.status, NvPdStatus::InvalidArgument) << version << " " << mode;
+            RpcReply unknown = set_reply(compat(), set_call(version, 1, {0, 0x99, 0, 0}, mode));
+            EXPECT_EQ(unknown.status, NvPdStatus::DeviceNotFound) << version << " " << mode;
+        }
+    }
+}
+
+// command_server.c asks _nvpdIsClientRoot() before every set, SetNumaStatus
+// included; for root, a GPU without NUMA memory offlines without effort and
+// onlines when it can be opened.
+TEST_F(PersistDaemonTest, RpcNumaStatusNeedsRoot) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to call as another user";
+    }
+    const NvPciDevice device{0, 0x17, 0, 0};
+    // mkdtemp made the fixture 0700; its run/ and the socket's directory are
+    // the daemon's, 0755.
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+    int pipe[2];
+    ASSERT_EQ(::pipe(pipe), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::close(pipe[0]);
+        uint32_t statuses[4] = {};
+        if (::setresgid(65534, 65534, 65534) == 0 && ::setgroups(0, nullptr) == 0 &&
+            ::setresuid(65534, 65534, 65534) == 0) {
+            size_t i = 0;
+            for (const std::string& call :
+                 {set_call(2, 2, device, 1), set_call(2, 2, device, 0),
+                  set_call(2, 2, {0, 0x99, 0, 0}, 1), set_call(1, 1, device, 1)}) {
+                RpcReply reply = set_reply(compat(), call);
+                statuses[i++] = reply.rpc_error.empty() ? static_cast<uint32_t>(reply.status) : 99;
+            }
+        }
+        ssize_t written = ::write(pipe[1], statuses, sizeof(statuses));
+        ::_exit(written == sizeof(statuses) ? 0 : 1);
+    }
+    ::close(pipe[1]);
+    uint32_t statuses[4] = {};
+    ssize_t got = ::read(pipe[0], statuses, sizeof(statuses));
+    ::close(pipe[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_EQ(got, static_cast<ssize_t>(sizeof(statuses)));
+    for (uint32_t answer : statuses) {
+        EXPECT_EQ(answer, static_cast<uint32_t>(NvPdStatus::Permissions));
+    }
+    EXPECT_EQ(set_reply(compat(), set_call(2, 2, device, 0)).status, NvPdStatus::Success);
+    EXPECT_EQ(set_reply(compat(), set_call(2, 2, device, 1)).status, NvPdStatus::NumaFailure);
+    EXPECT_EQ(set_reply(compat(), set_call(2, 2, device, 3)).status, NvPdStatus::InvalidArgument);
+    EXPECT_EQ(set_reply(compat(), set_call(2, 2, {0, 0x99, 0, 0}, 0)).status,
+              NvPdStatus::DeviceNotFound);
 }
 
 TEST_F(PersistDaemonTest, ControlRoundTripMedian) {

@@ -72,36 +72,32 @@ constexpr uint32_t kProgMismatch = 2;
 constexpr uint32_t kProcUnavail = 3;
 constexpr uint32_t kGarbageArgs = 4;
 
-class FakeHandler : public PersistenceRpcHandler {
-  public:
-    NvPdStatus get_mode(const NvPciDevice& device, bool* enabled) override {
-        ++gets;
-        last_device = device;
-        *enabled = mode;
-        return status;
-    }
-    NvPdStatus set_mode(const NvPciDevice& device, bool enable, uid_t peer_uid) override {
-        ++sets;
-        last_device = device;
-        last_enable = enable;
-        last_uid = peer_uid;
-        return status;
-    }
-    int calls() const { return gets + sets; }
+RpcIncoming read(const std::string& record) {
+    return read_rpc_record(record);
+}
 
-    NvPdStatus status = NvPdStatus::Success;
-    bool mode = true;
-    int gets = 0;
-    int sets = 0;
-    NvPciDevice last_device;
-    bool last_enable = false;
-    uid_t last_uid = 12345;
-};
+// The reply a record gets without the daemon, as words; none when it is a
+// call or closes the connection.
+std::vector<uint32_t> reply_words(const std::string& record) {
+    RpcIncoming incoming = read_rpc_record(record);
+    EXPECT_EQ(incoming.kind, RpcIncoming::Kind::Reply);
+    return incoming.kind == RpcIncoming::Kind::Reply ? words(incoming.reply)
+                                                     : std::vector<uint32_t>{};
+}
 
-std::vector<uint32_t> reply_words(const std::string& record, FakeHandler& handler, uid_t uid = 0) {
-    auto reply = handle_rpc_record(record, handler, uid);
-    EXPECT_TRUE(reply);
-    return reply ? words(*reply) : std::vector<uint32_t>{};
+// MSG_DENIED, AUTH_ERROR, why.
+std::vector<uint32_t> denied(uint32_t why) {
+    return {kXid, 1, 1, 1, why};
+}
+constexpr uint32_t kBadCred = 1;
+constexpr uint32_t kRejectedCred = 2;
+constexpr uint32_t kAuthFailed = 7;
+constexpr uint32_t kGssCredProblem = 13;
+
+RpcCall call_of(const std::string& record) {
+    RpcIncoming incoming = read_rpc_record(record);
+    EXPECT_EQ(incoming.kind, RpcIncoming::Kind::Call);
+    return incoming.call;
 }
 
 TEST(RpcCodec, GetCallBytesAreBigEndianXdr) {
@@ -135,134 +131,194 @@ TEST(RpcCodec, FrameMarksOneLastFragment) {
     EXPECT_EQ(frame_rpc_record(""), std::string("\x80\0\0\0", 4));
 }
 
-TEST(RpcServer, GetRoundTrip) {
-    FakeHandler handler;
+TEST(RpcServer, ReadsEachProcedure) {
+    NvPciDevice device{0, 0xb1, 0x1f, 7};
+    RpcCall get = call_of(encode_get_mode_call(kXid, device));
+    EXPECT_EQ(get.xid, kXid);
+    EXPECT_EQ(get.procedure, RpcProcedure::GetPersistenceMode);
+    EXPECT_EQ(get.device, device);
+
+    RpcCall set = call_of(encode_set_mode_call(kXid, 1, device, true));
+    EXPECT_EQ(set.procedure, RpcProcedure::SetPersistenceMode);
+    EXPECT_EQ(set.device, device);
+    EXPECT_EQ(set.value, 1u);
+    RpcCall set_only = call_of(encode_set_mode_call(kXid, 2, device, false));
+    EXPECT_EQ(set_only.procedure, RpcProcedure::SetPersistenceModeOnly);
+    EXPECT_EQ(set_only.value, 0u);
+
+    RpcCall numa = call_of(call(2, 2).device(kDevice).u32(1).bytes());
+    EXPECT_EQ(numa.procedure, RpcProcedure::SetNumaStatus);
+    EXPECT_EQ(numa.device, kDevice);
+    EXPECT_EQ(numa.value, 1u);
+}
+
+// What nvidia-smi 580.159.04 sent for `nvidia-smi -q` on an H100 at
+// 00000000:00:06.0 (captured on its socket, one connection per call):
+// AUTH_NONE, version 1, GetPersistenceMode, the function 0.
+TEST(RpcServer, TheCallNvidiaSmiMakes) {
+    std::string captured = Xdr()
+                               .u32(578242676)
+                               .u32(0)
+                               .u32(2)
+                               .u32(35006)
+                               .u32(1)
+                               .u32(2)
+                               .u32(0)
+                               .u32(0)
+                               .u32(0)
+                               .u32(0)
+                               .device({0, 0, 6, 0})
+                               .bytes();
+    RpcCall get = call_of(captured);
+    EXPECT_EQ(get.procedure, RpcProcedure::GetPersistenceMode);
+    EXPECT_TRUE(rpc_device_matches(get.device, "0000:00:06.0"));
+    EXPECT_EQ(words(encode_rpc_answer(get, NvPdStatus::Success, true)),
+              (std::vector<uint32_t>{578242676, 1, 0, 0, 0, 0, 0, 1}));
+}
+
+// An XDR enum decodes to any int (xdr_enum in nvpd_rpc_xdr.c): the value is
+// the daemon's to judge (NVPD_ERR_INVALID_ARGUMENT), never GARBAGE_ARGS.
+TEST(RpcServer, ValuesOutsideTheEnumsReachTheDaemon) {
+    for (uint32_t value : {2u, 0x100u, 0x80000000u, 0xffffffffu}) {
+        EXPECT_EQ(call_of(call(1, 1).device(kDevice).u32(value).bytes()).value, value);
+        EXPECT_EQ(call_of(call(2, 1).device(kDevice).u32(value).bytes()).value, value);
+        EXPECT_EQ(call_of(call(2, 2).device(kDevice).u32(value).bytes()).value, value);
+    }
+}
+
+TEST(RpcServer, AnswersCarryTheStatusAndAGetsMode) {
+    RpcCall get = call_of(encode_get_mode_call(kXid, kDevice));
     for (bool mode : {true, false}) {
-        handler.mode = mode;
-        auto reply = handle_rpc_record(encode_get_mode_call(kXid, kDevice), handler, 1000);
-        ASSERT_TRUE(reply);
-        EXPECT_EQ(words(*reply), accepted(kSuccess, {0, mode ? 1u : 0u}));
-        RpcReply decoded = decode_get_mode_reply(*reply, kXid);
+        std::string reply = encode_rpc_answer(get, NvPdStatus::Success, mode);
+        EXPECT_EQ(words(reply), accepted(kSuccess, {0, mode ? 1u : 0u}));
+        RpcReply decoded = decode_get_mode_reply(reply, kXid);
         EXPECT_EQ(decoded.rpc_error, "");
-        EXPECT_EQ(decoded.status, NvPdStatus::Success);
         EXPECT_EQ(decoded.enabled, mode);
     }
-    EXPECT_EQ(handler.gets, 2);
-    EXPECT_EQ(handler.last_device, kDevice);
-}
-
-TEST(RpcServer, GetFailureCarriesNoMode) {
-    FakeHandler handler;
-    handler.status = NvPdStatus::DeviceNotFound;
-    auto reply = handle_rpc_record(encode_get_mode_call(kXid, kDevice), handler, 0);
-    ASSERT_TRUE(reply);
-    EXPECT_EQ(words(*reply), accepted(kSuccess, {2}));
-    RpcReply decoded = decode_get_mode_reply(*reply, kXid);
+    // GetPersistenceModeRes is a union: no mode without success.
+    EXPECT_EQ(words(encode_rpc_answer(get, NvPdStatus::DeviceNotFound, true)),
+              accepted(kSuccess, {2}));
+    RpcCall set = call_of(encode_set_mode_call(kXid, 1, kDevice, true));
+    EXPECT_EQ(words(encode_rpc_answer(set, NvPdStatus::Driver, true)), accepted(kSuccess, {3}));
+    RpcReply decoded = decode_set_mode_reply(encode_rpc_answer(set, NvPdStatus::Driver), kXid);
     EXPECT_EQ(decoded.rpc_error, "");
-    EXPECT_EQ(decoded.status, NvPdStatus::DeviceNotFound);
-    EXPECT_FALSE(decoded.enabled);
+    EXPECT_EQ(decoded.status, NvPdStatus::Driver);
 }
 
-TEST(RpcServer, SetRoundTripBothVersions) {
-    for (uint32_t version : {1u, 2u}) {
-        FakeHandler handler;
-        NvPciDevice device{0, 0xb1, 0x1f, 7};
-        auto reply =
-            handle_rpc_record(encode_set_mode_call(kXid, version, device, true), handler, 0);
-        ASSERT_TRUE(reply);
-        EXPECT_EQ(words(*reply), accepted(kSuccess, {0}));
-        EXPECT_EQ(handler.sets, 1);
-        EXPECT_EQ(handler.last_device, device);
-        EXPECT_TRUE(handler.last_enable);
-        EXPECT_EQ(handler.last_uid, 0u);
-        RpcReply decoded = decode_set_mode_reply(*reply, kXid);
-        EXPECT_EQ(decoded.rpc_error, "");
-        EXPECT_EQ(decoded.status, NvPdStatus::Success);
-        EXPECT_FALSE(decoded.enabled);
+// What nvidia-smi's AUTH_SYS credential gets, and libtirpc's checks of it
+// (_svcauth_unix): a machine name over 255 bytes, more than 16 groups, or a
+// body shorter than it says is BADCRED, checked before the program.
+TEST(RpcServer, AuthSysCredentials) {
+    EXPECT_EQ(call_of(call(1, 2).device(kDevice).bytes()).device, kDevice);
+    auto with_cred = [](const std::string& body, uint32_t program = kPersistenceRpcProgram) {
+        Xdr xdr;
+        xdr.u32(kXid).u32(0).u32(2).u32(program).u32(1).u32(2).u32(1).opaque(body).u32(0).u32(0);
+        return xdr.device(kDevice).bytes();
+    };
+    auto sys = [](const std::string& name, uint32_t groups) {
+        Xdr xdr;
+        xdr.u32(1).opaque(name).u32(0).u32(0).u32(groups);
+        for (uint32_t i = 0; i < groups; ++i) {
+            xdr.u32(i);
+        }
+        return xdr.bytes();
+    };
+    EXPECT_EQ(read(with_cred(sys(std::string(255, 'n'), 16))).kind, RpcIncoming::Kind::Call);
+    EXPECT_EQ(read(with_cred(sys("", 0) + "more")).kind, RpcIncoming::Kind::Call);
+    EXPECT_EQ(reply_words(with_cred(sys(std::string(256, 'n'), 0))), denied(kBadCred));
+    EXPECT_EQ(reply_words(with_cred(sys("host", 17))), denied(kBadCred));
+    std::string whole = sys("host", 2);
+    for (size_t length = 0; length < whole.size(); ++length) {
+        EXPECT_EQ(reply_words(with_cred(whole.substr(0, length))), denied(kBadCred)) << length;
     }
+    EXPECT_EQ(reply_words(with_cred("", 100003)), denied(kBadCred));
 }
 
-TEST(RpcServer, HandBuiltSetWithAuthSysCredential) {
-    FakeHandler handler;
-    std::string record = call(2, 1).device(kDevice).u32(0).bytes();
-    EXPECT_EQ(reply_words(record, handler), accepted(kSuccess, {0}));
-    EXPECT_EQ(handler.sets, 1);
-    EXPECT_EQ(handler.last_device, kDevice);
-    EXPECT_FALSE(handler.last_enable);
+TEST(RpcServer, OtherCredentialFlavors) {
+    auto with_cred = [](uint32_t flavor, const std::string& body, uint32_t procedure = 2) {
+        Xdr xdr;
+        xdr.u32(kXid).u32(0).u32(2).u32(kPersistenceRpcProgram).u32(1).u32(procedure);
+        xdr.u32(flavor).opaque(body).u32(0).u32(0);
+        return xdr.device(kDevice).bytes();
+    };
+    EXPECT_EQ(read(with_cred(0, "anything")).kind, RpcIncoming::Kind::Call);
+    EXPECT_EQ(reply_words(with_cred(2, "abcd")), denied(kRejectedCred)); // AUTH_SHORT
+    EXPECT_EQ(reply_words(with_cred(3, "abcd")), denied(kAuthFailed));   // AUTH_DES
+    EXPECT_EQ(reply_words(with_cred(7, "")), denied(kRejectedCred));
+    EXPECT_EQ(reply_words(with_cred(390003, "")), denied(kRejectedCred));
+    // RPCSEC_GSS (RFC 2203: version, procedure, sequence, service, handle),
+    // with no context established.
+    auto gss = [](uint32_t version, uint32_t procedure, uint32_t service) {
+        return Xdr().u32(version).u32(procedure).u32(0).u32(service).opaque("ctx").bytes();
+    };
+    EXPECT_EQ(reply_words(with_cred(6, "")), denied(kBadCred));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 0, 1).substr(0, 19))), denied(kBadCred));
+    EXPECT_EQ(reply_words(with_cred(6, gss(2, 0, 1))), denied(kBadCred));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 0, 4))), denied(kBadCred));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 0, 1))), denied(kGssCredProblem));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 1, 1))), denied(kAuthFailed));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 2, 3), 0)), denied(kAuthFailed));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 3, 2))), denied(kAuthFailed));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 3, 2), 0)), denied(kGssCredProblem));
+    EXPECT_EQ(reply_words(with_cred(6, gss(1, 4, 2))), denied(kRejectedCred));
 }
 
-TEST(RpcServer, NonRootPeerReachesHandlerAsItsUid) {
-    FakeHandler handler;
-    handler.status = NvPdStatus::Permissions;
-    auto reply = handle_rpc_record(encode_set_mode_call(kXid, 1, kDevice, false), handler, 1000);
-    ASSERT_TRUE(reply);
-    EXPECT_EQ(handler.last_uid, 1000u);
-    RpcReply decoded = decode_set_mode_reply(*reply, kXid);
-    EXPECT_EQ(decoded.rpc_error, "");
-    EXPECT_EQ(decoded.status, NvPdStatus::Permissions);
+// _svcauth_unix() hands the call's verifier back when it has a body; every
+// other reply carries AUTH_NONE.
+TEST(RpcServer, AuthSysVerifierComesBack) {
+    std::string sys = Xdr().u32(1).opaque("host").u32(0).u32(0).u32(0).bytes();
+    Xdr with_verf;
+    with_verf.u32(kXid).u32(0).u32(2).u32(kPersistenceRpcProgram).u32(1).u32(2);
+    with_verf.u32(1).opaque(sys).u32(5).opaque("abcdefg").device(kDevice);
+    RpcCall get = call_of(with_verf.bytes());
+    std::vector<uint32_t> echoed = {kXid, 1, 0, 5, 7, 0x61626364, 0x65666700, 0, 0, 1};
+    EXPECT_EQ(words(encode_rpc_answer(get, NvPdStatus::Success, true)), echoed);
+    EXPECT_EQ(
+        decode_get_mode_reply(encode_rpc_answer(get, NvPdStatus::Success, true), kXid).rpc_error,
+        "");
+    Xdr none_verf;
+    none_verf.u32(kXid).u32(0).u32(2).u32(kPersistenceRpcProgram).u32(1).u32(2);
+    none_verf.u32(0).u32(0).u32(5).opaque("abcdefg").device(kDevice);
+    EXPECT_EQ(words(encode_rpc_answer(call_of(none_verf.bytes()), NvPdStatus::Success, true)),
+              accepted(kSuccess, {0, 1}));
 }
 
-TEST(RpcServer, NumaStatusIsUnsupported) {
-    FakeHandler handler;
-    EXPECT_EQ(reply_words(call(2, 2).device(kDevice).u32(1).bytes(), handler),
-              accepted(kSuccess, {10}));
-    EXPECT_EQ(reply_words(call(2, 2).device(kDevice).bytes(), handler), accepted(kGarbageArgs));
-    EXPECT_EQ(handler.calls(), 0);
-}
-
-TEST(RpcServer, NullProcedureOfBothVersions) {
-    FakeHandler handler;
-    EXPECT_EQ(reply_words(call(1, 0).bytes(), handler), accepted(kSuccess));
-    EXPECT_EQ(reply_words(call(2, 0).bytes(), handler), accepted(kSuccess));
-    EXPECT_EQ(handler.calls(), 0);
+TEST(RpcServer, NullProcedureOfBothVersionsIgnoresArguments) {
+    EXPECT_EQ(reply_words(call(1, 0).bytes()), accepted(kSuccess));
+    EXPECT_EQ(reply_words(call(2, 0).device(kDevice).bytes()), accepted(kSuccess));
 }
 
 TEST(RpcServer, OtherProgramIsUnavailable) {
-    FakeHandler handler;
-    EXPECT_EQ(reply_words(call(1, 2, 100003).device(kDevice).bytes(), handler),
-              accepted(kProgUnavail));
-    EXPECT_EQ(handler.calls(), 0);
+    EXPECT_EQ(reply_words(call(1, 2, 100003).device(kDevice).bytes()), accepted(kProgUnavail));
 }
 
 TEST(RpcServer, UnknownVersionIsAMismatchNamingOneToTwo) {
-    FakeHandler handler;
     for (uint32_t version : {0u, 3u, 0xffffffffu}) {
-        EXPECT_EQ(reply_words(call(version, 2).device(kDevice).bytes(), handler),
+        EXPECT_EQ(reply_words(call(version, 2).device(kDevice).bytes()),
                   accepted(kProgMismatch, {1, 2}));
     }
-    EXPECT_EQ(handler.calls(), 0);
 }
 
 TEST(RpcServer, UnknownProcedureIsUnavailable) {
-    FakeHandler handler;
-    EXPECT_EQ(reply_words(call(1, 9).device(kDevice).bytes(), handler), accepted(kProcUnavail));
-    EXPECT_EQ(reply_words(call(2, 3).device(kDevice).u32(1).bytes(), handler),
-              accepted(kProcUnavail));
-    EXPECT_EQ(handler.calls(), 0);
+    EXPECT_EQ(reply_words(call(1, 9).device(kDevice).bytes()), accepted(kProcUnavail));
+    EXPECT_EQ(reply_words(call(2, 3).device(kDevice).u32(1).bytes()), accepted(kProcUnavail));
 }
 
-TEST(RpcServer, OtherRpcVersionIsDenied) {
-    FakeHandler handler;
-    // Nothing after the RPC version is read: it may be laid out otherwise.
-    std::string record = Xdr().u32(kXid).u32(0).u32(3).bytes();
-    EXPECT_EQ(reply_words(record, handler),
-              (std::vector<uint32_t>{kXid, 1, 1, 0, 2, 2})); // MSG_DENIED, RPC_MISMATCH 2..2
-    EXPECT_EQ(handler.calls(), 0);
-}
-
-TEST(RpcServer, WhatIsNotACallGetsNoReply) {
-    FakeHandler handler;
+// xdr_callmsg() takes only RPC version 2 calls; svc_vc_recv() then marks
+// the connection dead, with no reply.
+TEST(RpcServer, WhatIsNotAVersionTwoCallClosesTheConnection) {
     std::string reply = Xdr().u32(kXid).u32(1).u32(0).u32(0).u32(0).u32(0).u32(0).bytes();
-    EXPECT_FALSE(handle_rpc_record(reply, handler, 0));
-    EXPECT_FALSE(handle_rpc_record(Xdr().u32(kXid).u32(7).bytes(), handler, 0));
-    EXPECT_FALSE(handle_rpc_record("", handler, 0));
-    EXPECT_FALSE(handle_rpc_record("abc", handler, 0));
-    EXPECT_EQ(handler.calls(), 0);
+    std::string rpc_v3 = call(1, 2).device(kDevice).bytes();
+    rpc_v3[11] = 3;
+    for (const std::string& record :
+         {reply, rpc_v3, Xdr().u32(kXid).u32(7).bytes(), std::string(), std::string("abc")}) {
+        EXPECT_EQ(read(record).kind, RpcIncoming::Kind::Close);
+    }
 }
 
-// A cut call header is dropped (nothing in it can be trusted); once the
-// header is whole, cut arguments are GARBAGE_ARGS. The handler never runs.
-TEST(RpcServer, EveryPrefixOfACallIsDroppedOrGarbage) {
+// A cut call header closes the connection; once the header is whole, cut
+// arguments are GARBAGE_ARGS.
+TEST(RpcServer, EveryPrefixOfACallClosesOrIsGarbage) {
     const size_t auth_sys_header = call(1, 0).bytes().size();
     const std::pair<std::string, size_t> calls[] = {
         {encode_get_mode_call(kXid, kDevice), 40},
@@ -272,44 +328,29 @@ TEST(RpcServer, EveryPrefixOfACallIsDroppedOrGarbage) {
     };
     for (const auto& [record, header] : calls) {
         for (size_t length = 0; length < record.size(); ++length) {
-            FakeHandler handler;
-            auto reply = handle_rpc_record(record.substr(0, length), handler, 0);
-            EXPECT_EQ(handler.calls(), 0) << length;
-            ASSERT_EQ(reply.has_value(), length >= header) << length;
-            if (reply) {
-                EXPECT_EQ(words(*reply), accepted(kGarbageArgs)) << length;
+            RpcIncoming incoming = read(record.substr(0, length));
+            if (length < header) {
+                EXPECT_EQ(incoming.kind, RpcIncoming::Kind::Close) << length;
+                continue;
             }
+            ASSERT_EQ(incoming.kind, RpcIncoming::Kind::Reply) << length;
+            EXPECT_EQ(words(incoming.reply), accepted(kGarbageArgs)) << length;
         }
     }
 }
 
-TEST(RpcServer, TrailingBytesAreGarbage) {
-    FakeHandler handler;
-    EXPECT_EQ(reply_words(encode_get_mode_call(kXid, kDevice) + std::string(4, '\0'), handler),
-              accepted(kGarbageArgs));
-    EXPECT_EQ(reply_words(encode_set_mode_call(kXid, 1, kDevice, true) + "x", handler),
-              accepted(kGarbageArgs));
-    EXPECT_EQ(reply_words(call(1, 0).u32(0).bytes(), handler), accepted(kGarbageArgs));
-    EXPECT_EQ(reply_words(call(2, 2).device(kDevice).u32(0).u32(0).bytes(), handler),
-              accepted(kGarbageArgs));
-    EXPECT_EQ(handler.calls(), 0);
+// svc_vc skips the rest of a record before reading the next call.
+TEST(RpcServer, TrailingBytesAreIgnored) {
+    EXPECT_EQ(call_of(encode_get_mode_call(kXid, kDevice) + std::string(4, '\0')).device, kDevice);
+    EXPECT_EQ(call_of(encode_set_mode_call(kXid, 1, kDevice, true) + "x").value, 1u);
+    EXPECT_EQ(call_of(call(2, 2).device(kDevice).u32(0).u32(9).bytes()).value, 0u);
 }
 
-TEST(RpcServer, ModeOtherThanZeroOrOneIsGarbage) {
-    FakeHandler handler;
-    for (uint32_t mode : {2u, 0x100u, 0x80000000u, 0xffffffffu}) {
-        EXPECT_EQ(reply_words(call(1, 1).device(kDevice).u32(mode).bytes(), handler),
-                  accepted(kGarbageArgs));
-    }
-    EXPECT_EQ(handler.calls(), 0);
-}
-
-TEST(RpcServer, HostileAuthLengthsAreDropped) {
-    FakeHandler handler;
+TEST(RpcServer, HostileAuthLengthsClose) {
     auto with_auth = [](uint32_t cred_length, uint32_t verf_length, size_t body) {
         Xdr xdr;
         xdr.u32(kXid).u32(0).u32(2).u32(kPersistenceRpcProgram).u32(1).u32(2);
-        xdr.u32(1).u32(cred_length);
+        xdr.u32(0).u32(cred_length);
         std::string bytes = xdr.bytes() + std::string(body, '\0');
         return bytes + Xdr().u32(0).u32(verf_length).device(kDevice).bytes();
     };
@@ -317,15 +358,146 @@ TEST(RpcServer, HostileAuthLengthsAreDropped) {
          {with_auth(0xffffffff, 0, 0), with_auth(0xfffffffd, 0, 0), with_auth(401, 0, 404),
           with_auth(0x7fffffff, 0, 16), with_auth(0, 0xffffffff, 0), with_auth(0, 401, 0),
           with_auth(0, 400, 0)}) {
-        EXPECT_FALSE(handle_rpc_record(record, handler, 0));
+        EXPECT_EQ(read(record).kind, RpcIncoming::Kind::Close);
     }
-    EXPECT_EQ(handler.calls(), 0);
     // The largest credential is fine, and the padding of an odd one skipped.
-    EXPECT_EQ(reply_words(with_auth(400, 0, 400), handler), accepted(kSuccess, {0, 1}));
-    EXPECT_EQ(reply_words(with_auth(5, 0, 8), handler), accepted(kSuccess, {0, 1}));
+    EXPECT_EQ(call_of(with_auth(400, 0, 400)).device, kDevice);
+    EXPECT_EQ(call_of(with_auth(5, 0, 8)).device, kDevice);
     // Unpadded, the arguments are read a byte early: short, so garbage.
-    EXPECT_EQ(reply_words(with_auth(5, 0, 5), handler), accepted(kGarbageArgs));
-    EXPECT_EQ(handler.gets, 2);
+    EXPECT_EQ(reply_words(with_auth(5, 0, 5)), accepted(kGarbageArgs));
+}
+
+TEST(RpcServer, DevicesMatchByDomainBusAndSlot) {
+    EXPECT_TRUE(rpc_device_matches({0, 0x17, 0, 0}, "0000:17:00.0"));
+    EXPECT_TRUE(rpc_device_matches({0, 0x17, 0, 1}, "0000:17:00.0"));
+    EXPECT_TRUE(rpc_device_matches({0, 0x17, 0, 7}, "0000:17:00.3"));
+    EXPECT_TRUE(rpc_device_matches({0x10000, 0, 1, 0}, "10000:00:01.0"));
+    EXPECT_FALSE(rpc_device_matches({0, 0x17, 1, 0}, "0000:17:00.0"));
+    EXPECT_FALSE(rpc_device_matches({0, 0x18, 0, 0}, "0000:17:00.0"));
+    EXPECT_FALSE(rpc_device_matches({1, 0x17, 0, 0}, "0000:17:00.0"));
+    EXPECT_FALSE(rpc_device_matches({0x10000, 0x17, 0, 0}, "0000:17:00.0"));
+    EXPECT_FALSE(rpc_device_matches({0, 0x117, 0, 0}, "0000:17:00.0"));
+    EXPECT_FALSE(rpc_device_matches({0xffffffff, 0x17, 0, 0}, "0000:17:00.0"));
+    for (std::string_view bad : {"", "17:00.0", "0000:17:00", ":17:00.0", "0000:17:00.0x"}) {
+        EXPECT_FALSE(rpc_device_matches({0, 0x17, 0, 0}, bad)) << bad;
+    }
+}
+
+// command_server.c and nvidia-persistenced.c, branch by branch.
+class RpcPlan : public ::testing::Test {
+  protected:
+    RpcCall get = call_of(encode_get_mode_call(kXid, kDevice));
+    RpcCall set_on = call_of(call(1, 1).device(kDevice).u32(1).bytes());
+    RpcCall set_off = call_of(call(1, 1).device(kDevice).u32(0).bytes());
+    RpcCall only_on = call_of(call(2, 1).device(kDevice).u32(1).bytes());
+    RpcCall only_off = call_of(call(2, 1).device(kDevice).u32(0).bytes());
+    RpcCall numa_online = call_of(call(2, 2).device(kDevice).u32(1).bytes());
+    RpcCall numa_offline = call_of(call(2, 2).device(kDevice).u32(0).bytes());
+
+    static constexpr RpcGpu kHeld{true, false, true};
+    static constexpr RpcGpu kOpening{false, true, true};
+    static constexpr RpcGpu kDisabled{false, false, false};
+    static constexpr RpcGpu kCannotHold{false, false, true}; // failed, waiting for its node, lost
+
+    static RpcStep::Kind kind(const RpcStep& step) { return step.kind; }
+    static NvPdStatus status(const RpcStep& step) {
+        EXPECT_EQ(step.kind, RpcStep::Kind::Answer);
+        return step.status;
+    }
+    static RpcCall with_value(RpcCall call, uint32_t value) {
+        call.value = value;
+        return call;
+    }
+};
+
+TEST_F(RpcPlan, GetAsksNobodyAndSaysWhetherHeld) {
+    for (uid_t uid : {uid_t{0}, uid_t{1000}, kUnknownRpcPeer}) {
+        RpcStep held = plan_rpc_call(get, uid, kHeld, false);
+        EXPECT_EQ(status(held), NvPdStatus::Success);
+        EXPECT_TRUE(held.enabled);
+        for (RpcGpu gpu : {kDisabled, kCannotHold}) {
+            RpcStep off = plan_rpc_call(get, uid, gpu, false);
+            EXPECT_EQ(status(off), NvPdStatus::Success);
+            EXPECT_FALSE(off.enabled);
+        }
+        EXPECT_EQ(status(plan_rpc_call(get, uid, std::nullopt, false)), NvPdStatus::DeviceNotFound);
+        EXPECT_EQ(kind(plan_rpc_call(get, uid, kOpening, false)), RpcStep::Kind::Wait);
+    }
+}
+
+// _nvpdIsClientRoot() comes first: before the device and the value.
+TEST_F(RpcPlan, SetsNeedRoot) {
+    for (const RpcCall& call :
+         {set_on, set_off, only_on, only_off, numa_online, numa_offline, with_value(set_on, 2)}) {
+        for (std::optional<RpcGpu> gpu :
+             {std::optional<RpcGpu>(kHeld), std::optional<RpcGpu>(kOpening),
+              std::optional<RpcGpu>()}) {
+            EXPECT_EQ(status(plan_rpc_call(call, 1000, gpu, false)), NvPdStatus::Permissions);
+            EXPECT_EQ(status(plan_rpc_call(call, kUnknownRpcPeer, gpu, false)),
+                      NvPdStatus::Unknown);
+        }
+    }
+}
+
+// get_device() before the value: an unknown device with a bad mode is not found.
+TEST_F(RpcPlan, UnknownDeviceBeforeTheValue) {
+    for (const RpcCall& call :
+         {set_on, only_off, numa_online, with_value(set_on, 2), with_value(numa_online, 9)}) {
+        EXPECT_EQ(status(plan_rpc_call(call, 0, std::nullopt, false)), NvPdStatus::DeviceNotFound);
+    }
+}
+
+TEST_F(RpcPlan, SetOnOpensAndAnswersWhatTheOpenGave) {
+    for (const RpcCall& call : {set_on, only_on}) {
+        EXPECT_EQ(status(plan_rpc_call(call, 0, kHeld, false)), NvPdStatus::Success);
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kDisabled, false)), RpcStep::Kind::Enable);
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kCannotHold, false)), RpcStep::Kind::Enable);
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kOpening, false)), RpcStep::Kind::Wait);
+        // After the enable: the GPU initializing, held, or not (set_device_mode:
+        // the open failed).
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kOpening, true)), RpcStep::Kind::Wait);
+        EXPECT_EQ(status(plan_rpc_call(call, 0, kHeld, true)), NvPdStatus::Success);
+        EXPECT_EQ(status(plan_rpc_call(call, 0, kCannotHold, true)), NvPdStatus::Driver);
+        EXPECT_EQ(status(plan_rpc_call(call, 0, kDisabled, true)), NvPdStatus::Driver);
+    }
+}
+
+TEST_F(RpcPlan, SetOffCloses) {
+    for (const RpcCall& call : {set_off, only_off}) {
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kHeld, false)), RpcStep::Kind::Disable);
+        // Not held but wanted: disabled so that it is not taken later.
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kCannotHold, false)), RpcStep::Kind::Disable);
+        EXPECT_EQ(status(plan_rpc_call(call, 0, kDisabled, false)), NvPdStatus::Success);
+        EXPECT_EQ(kind(plan_rpc_call(call, 0, kOpening, false)), RpcStep::Kind::Wait);
+        for (RpcGpu gpu : {kHeld, kDisabled, kCannotHold}) {
+            EXPECT_EQ(status(plan_rpc_call(call, 0, gpu, true)), NvPdStatus::Success);
+        }
+    }
+}
+
+// set_device_mode(): the mode it is in is a success first; then any value
+// but 0 and 1 is NVPD_ERR_INVALID_ARGUMENT.
+TEST_F(RpcPlan, OtherModesAreInvalidArguments) {
+    for (const RpcCall& call : {set_on, only_on}) {
+        for (uint32_t value : {2u, 0x80000000u, 0xffffffffu}) {
+            for (RpcGpu gpu : {kHeld, kDisabled, kCannotHold}) {
+                EXPECT_EQ(status(plan_rpc_call(with_value(call, value), 0, gpu, false)),
+                          NvPdStatus::InvalidArgument);
+            }
+        }
+    }
+}
+
+TEST_F(RpcPlan, NumaStatusOfGpusWithoutNumaMemory) {
+    for (RpcGpu gpu : {kHeld, kDisabled, kCannotHold}) {
+        EXPECT_EQ(status(plan_rpc_call(numa_offline, 0, gpu, false)), NvPdStatus::Success);
+        EXPECT_EQ(status(plan_rpc_call(with_value(numa_online, 2), 0, gpu, false)),
+                  NvPdStatus::InvalidArgument);
+    }
+    EXPECT_EQ(status(plan_rpc_call(numa_online, 0, kHeld, false)), NvPdStatus::Success);
+    EXPECT_EQ(status(plan_rpc_call(numa_online, 0, kCannotHold, false)), NvPdStatus::NumaFailure);
+    EXPECT_EQ(status(plan_rpc_call(numa_online, 0, kDisabled, false)), NvPdStatus::NumaFailure);
+    EXPECT_EQ(kind(plan_rpc_call(numa_online, 0, kOpening, false)), RpcStep::Kind::Wait);
 }
 
 TEST(RpcRecordReader, ByteByByte) {
@@ -413,8 +585,7 @@ TEST(RpcRecordReader, EmptyFragments) {
     ASSERT_EQ(reader.state(), RpcRecordReader::State::Record);
     std::string empty = reader.take_record();
     EXPECT_EQ(empty, "");
-    FakeHandler handler;
-    EXPECT_FALSE(handle_rpc_record(empty, handler, 0));
+    EXPECT_EQ(read_rpc_record(empty).kind, RpcIncoming::Kind::Close);
 
     // An empty last fragment may end a record that has bytes.
     EXPECT_EQ(reader.feed(Xdr().u32(4).bytes() + "abcd" + Xdr().u32(0x80000000).bytes()), 12u);

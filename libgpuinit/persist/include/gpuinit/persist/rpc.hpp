@@ -1,8 +1,9 @@
 // NVIDIA's persistence RPC, the one nvidia-smi speaks to decide
 // "Persistence-M" and to carry out `nvidia-smi -pm 0|1`: ONC RPC (RFC 5531)
 // with XDR (RFC 4506) bodies and record marking, on a unix stream socket.
-// A codec only: no I/O. The daemon feeds bytes to an RpcRecordReader and
-// hands each whole record to handle_rpc_record().
+// A codec and the answers, without I/O: the daemon feeds bytes to an
+// RpcRecordReader, reads each whole record with read_rpc_record() and
+// follows plan_rpc_call() to answer it.
 #pragma once
 
 #include <cstddef>
@@ -48,16 +49,95 @@ enum class NvPdStatus : uint32_t {
     Unknown = 11,
 };
 
-// What the server does for the calls it understands. `peer_uid` is the
-// caller's uid from SO_PEERCRED; only uid 0 may set (the handler is told
-// nothing else and decides).
-class PersistenceRpcHandler {
-  public:
-    virtual ~PersistenceRpcHandler() = default;
-    // Whether the daemon holds the GPU at `device`.
-    virtual NvPdStatus get_mode(const NvPciDevice& device, bool* enabled) = 0;
-    virtual NvPdStatus set_mode(const NvPciDevice& device, bool enable, uid_t peer_uid) = 0;
+// The four procedures (program 35006), as nvpd_rpc.h numbers them.
+enum class RpcProcedure {
+    SetPersistenceMode,     // v1 p1 (SetPersistenceModeArgs) -> NvPdStatus
+    GetPersistenceMode,     // v1 p2 (GetPersistenceModeArgs) -> GetPersistenceModeRes
+    SetPersistenceModeOnly, // v2 p1 (SetPersistenceModeArgs) -> NvPdStatus
+    SetNumaStatus,          // v2 p2 (SetNumaStatusArgs) -> NvPdStatus
 };
+
+// A call whose header, credential and arguments libtirpc accepts, for the
+// daemon to answer with encode_rpc_answer().
+struct RpcCall {
+    uint32_t xid = 0;
+    RpcProcedure procedure = RpcProcedure::GetPersistenceMode;
+    NvPciDevice device;
+    // The mode (0 disabled, 1 enabled) or NUMA status (0 offline, 1 online)
+    // as sent: XDR enums decode to any 32-bit value, and the answer to one
+    // outside the enum is the daemon's (NVPD_ERR_INVALID_ARGUMENT), not the
+    // codec's. Unused by GetPersistenceMode.
+    uint32_t value = 0;
+    // The verifier the reply carries (XDR: flavor, length, body), as
+    // libtirpc chooses it: AUTH_SYS callers get theirs back.
+    std::string reply_verifier;
+};
+
+// What one record from a client calls for.
+struct RpcIncoming {
+    enum class Kind {
+        Call,  // `call`: the daemon decides the answer
+        Reply, // `reply`: answered without the daemon (NULL, a transport error)
+        Close, // no reply: close the connection, as libtirpc's svc_vc does
+    };
+    Kind kind = Kind::Close;
+    RpcCall call;
+    std::string reply;
+};
+
+// Reads one record as libtirpc's server (which nvidia-persistenced links)
+// reads it, with the two programs registered that nvidia-persistenced
+// registers (versions 1 and 2): the answers below were compared, reply
+// byte for reply byte, with such a server (tests/persist_rpc).
+// - Close: not a call, an RPC version other than 2, a header cut short, a
+//   credential or verifier over 400 bytes or past the record's end.
+// - Reply MSG_DENIED AUTH_ERROR: the credential, checked before the program
+//   (AUTH_SYS that does not parse: BADCRED; AUTH_SHORT and unknown flavors:
+//   REJECTEDCRED; AUTH_DES: FAILED; RPCSEC_GSS without a context).
+// - Reply PROG_UNAVAIL, PROG_MISMATCH (1-2), PROC_UNAVAIL; NULL (procedure 0)
+//   of either version answers empty, whatever follows.
+// - Reply GARBAGE_ARGS: arguments cut short. Bytes after the arguments are
+//   ignored (svc_vc skips the rest of the record).
+RpcIncoming read_rpc_record(std::string_view record);
+
+// The accepted reply to `call`: `status`, and for GetPersistenceMode with
+// Success the mode.
+std::string encode_rpc_answer(const RpcCall& call, NvPdStatus status, bool enabled = false);
+
+// A peer whose credentials SO_PEERCRED could not give.
+inline constexpr uid_t kUnknownRpcPeer = static_cast<uid_t>(-1);
+
+// What gpu-persist knows of the GPU a call names.
+struct RpcGpu {
+    bool held = false;     // initialized and held open: persistence mode on
+    bool settling = false; // its open is under way (HoldState::Opening)
+    bool wanted = false;   // the admin's choice: held when it can be
+};
+
+// nvidia-persistenced's table matches a device by domain, bus and slot,
+// never by function (get_device() in nvidia-persistenced.c; nvidia-cfg
+// does not fill the function in). `bdf` is the canonical
+// "dddd:bb:ss.f" address (longer domains too).
+bool rpc_device_matches(const NvPciDevice& device, std::string_view bdf);
+
+// The next step of a call, as command_server.c and nvidia-persistenced.c
+// answer it (see rpc.cpp). `gpu` is the GPU the call names, if any;
+// `applied` says the Enable or Disable this call asked for has been
+// carried out. nvidia-persistenced opens a GPU synchronously and answers
+// after, so a call about a GPU that is settling waits.
+struct RpcStep {
+    enum class Kind {
+        Answer,  // encode_rpc_answer(call, status, enabled)
+        Wait,    // ask again once the GPU has settled
+        Enable,  // enable the GPU, then ask again with `applied`
+        Disable, // disable the GPU, then ask again with `applied`
+    };
+    Kind kind = Kind::Answer;
+    NvPdStatus status = NvPdStatus::Success;
+    bool enabled = false;
+};
+RpcStep plan_rpc_call(const RpcCall& call, uid_t peer_uid, const std::optional<RpcGpu>& gpu,
+                      bool applied);
 
 // Reassembles records from a byte stream (RFC 5531 section 11: fragments of
 // a 4-byte big-endian header, top bit = last fragment, then the length).
@@ -91,23 +171,6 @@ class RpcRecordReader {
 
 // Wraps `record` in one last fragment.
 std::string frame_rpc_record(std::string_view record);
-
-// The reply record to one call record, or nullopt when nothing should be
-// sent: the record is not a call (a reply, too short to carry an xid), or
-// its call header does not parse (cut short, or a credential or verifier
-// over 400 bytes or past the record's end; libtirpc drops those too).
-// Calls to another program get PROG_UNAVAIL; an unknown version
-// PROG_MISMATCH (1-2); an unknown procedure PROC_UNAVAIL; arguments that do
-// not decode (short, trailing bytes, a mode other than 0 or 1) GARBAGE_ARGS;
-// an RPC version other than 2 is denied with RPC_MISMATCH. Procedure 0
-// (NULL) of both versions answers empty, as RPC servers do.
-//   v1 p1 SetPersistenceMode(SetPersistenceModeArgs) -> NvPdStatus
-//   v1 p2 GetPersistenceMode(GetPersistenceModeArgs) -> GetPersistenceModeRes
-//   v2 p1 SetPersistenceModeOnly(SetPersistenceModeArgs) -> NvPdStatus
-//   v2 p2 SetNumaStatus(SetNumaStatusArgs) -> NvPdStatus (NumaFailure: unsupported;
-//         gpu-persist does no NUMA onlining)
-std::optional<std::string> handle_rpc_record(std::string_view record,
-                                             PersistenceRpcHandler& handler, uid_t peer_uid);
 
 // The client side, for `gpu-persist nvidia-smi-get/-set` and the tests.
 std::string encode_get_mode_call(uint32_t xid, const NvPciDevice& device);
