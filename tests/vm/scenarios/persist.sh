@@ -6,7 +6,7 @@
 # until it is disabled, and after a rescan the GPU is held again through a
 # kernel uevent and, once its node reappears, inotify; a lost GPU is released
 # and reported; the nvidia-smi compat socket gets and sets the mode (a
-# non-root set refused); kill -9 releases everything and a restart holds all
+# non-root set refused, a set on that cannot open a driver error); kill -9 releases everything and a restart holds all
 # again; stop releases every GPU in bounded time; with a driver that has no
 # non-blocking open, the fallback holds them one after another.
 . /scenario-common.sh
@@ -117,6 +117,16 @@ gpu-persist nvidia-smi-query 10000:00:01.0 | grep -q "persistence mode off" || f
 gpu-persist nvidia-smi-set 10000:00:01.0 on
 wait_for '[ "$(opens 1)" = 1 ]' 50
 if gpu-persist nvidia-smi-query 10000:00:0f.0; then fail "RPC get of an unknown GPU"; fi
+# As nvidia-persistenced: the slot is matched, not the function, and a set
+# on for a GPU that cannot be opened (lost: EIO) is a driver error (exit 6).
+gpu-persist nvidia-smi-query 10000:00:01.1 | grep -q "persistence mode on" ||
+  fail "RPC get by another function of GPU 1's slot"
+rc=0; gpu-persist nvidia-smi-set 10000:00:03.0 on || rc=$?
+[ "$rc" = 6 ] || fail "RPC set on for the lost GPU 3 exited $rc, want 6 (driver error)"
+gpu-persist nvidia-smi-set 10000:00:03.0 on --json | grep -q '"status":"driver error"' ||
+  fail "RPC set on for the lost GPU 3: not a driver error"
+gpu-persist nvidia-smi-query 10000:00:03.0 | grep -q "persistence mode off" ||
+  fail "RPC get of the lost GPU 3 after a failed set"
 
 # kill -9: the kernel closes the fds; a restart takes every GPU again.
 kill -9 "$pid"
