@@ -34,10 +34,16 @@ std::string fixed_string(const char* buffer, size_t size) {
 } // namespace
 
 bool nvml_supported() {
-    return nvml::Library::supported();
+    return nvml::Library::kSupported;
 }
 
 Result<MigNames> mig_names_from_nvml(Diagnostics& diagnostics, const std::string& library) {
+    if constexpr (!nvml::Library::kSupported) {
+        (void)diagnostics;
+        return error("this static build does not load " + library +
+                     " (NVML): give the names as nvidia-smi output (--nvidia-smi-output DIR), "
+                     "or use the dynamic build");
+    }
     auto opened = nvml::Library::open(library);
     if (!opened) {
         return error(opened.error().message + kUseNvidiaSmi);

@@ -26,10 +26,6 @@ std::string Library::missing(std::initializer_list<const char*> names) const {
 
 #if !GPUINIT_DLOPEN_NVML
 
-bool Library::supported() {
-    return false;
-}
-
 Result<std::unique_ptr<Library>> Library::open(const std::string& library) {
     return error("this static build does not load " + library + " (NVML); use the dynamic build");
 }
@@ -37,10 +33,6 @@ Result<std::unique_ptr<Library>> Library::open(const std::string& library) {
 Library::~Library() = default;
 
 #else
-
-bool Library::supported() {
-    return true;
-}
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& library) {
     ::dlerror();

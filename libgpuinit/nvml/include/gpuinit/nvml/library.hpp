@@ -16,8 +16,9 @@ namespace gpuinit::nvml {
 
 class Library {
   public:
-    // Whether this build can load NVML at all.
-    static bool supported();
+    // Whether this build can load NVML at all; a constant, so that a caller
+    // can leave its NVML code out of the static build.
+    static constexpr bool kSupported = GPUINIT_DLOPEN_NVML != 0;
 
     // Loads `library` (a file name the dynamic loader searches for, or a
     // path), finds every function of functions.def it has, and calls
