@@ -56,11 +56,18 @@ std::string lower(std::string_view text) {
     return out;
 }
 
+bool ascii_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+bool ascii_letter(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
 // "<digits><letter>" at the start of `text`, consumed.
 bool slices(std::string_view& text, char unit) {
     size_t digits = 0;
-    while (digits < text.size() && digits < 3 &&
-           std::isdigit(static_cast<unsigned char>(text[digits])) != 0) {
+    while (digits < text.size() && digits < 3 && ascii_digit(text[digits])) {
         ++digits;
     }
     if (digits == 0 || digits >= text.size() || text[digits] != unit) {
@@ -111,25 +118,30 @@ bool valid_mig_profile(std::string_view text) {
     }
     rest.remove_prefix(1);
     size_t digits = 0;
-    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits])) != 0) {
+    while (digits < rest.size() && ascii_digit(rest[digits])) {
         ++digits;
     }
     if (digits == 0 || digits > 4 || rest.substr(digits, 2) != "gb") {
         return false;
     }
     rest.remove_prefix(digits + 2);
+    // Suffixes: "+me", "+me.all", "+gfx", "-me". NVIDIA prints one, but a
+    // later driver may combine them; what keeps hostile text out is the
+    // alphabet, not the list of today's words.
     while (!rest.empty()) {
-        if (rest[0] != '+') {
+        if (rest[0] != '+' && rest[0] != '-') {
             return false;
         }
         rest.remove_prefix(1);
-        size_t word = 0;
-        while (word < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[word])) != 0 ||
-                                      rest[word] == '.' || rest[word] == '_')) {
-            ++word;
-        }
-        if (word == 0) {
+        if (rest.empty() || !ascii_letter(rest[0])) {
             return false;
+        }
+        size_t word = 1;
+        while (word < rest.size() &&
+               (ascii_letter(rest[word]) || ascii_digit(rest[word]) ||
+                (rest[word] == '.' && word + 1 < rest.size() &&
+                 (ascii_letter(rest[word + 1]) || ascii_digit(rest[word + 1]))))) {
+            ++word;
         }
         rest.remove_prefix(word);
     }

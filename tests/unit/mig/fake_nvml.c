@@ -6,7 +6,8 @@
  *   NVML GPU 1: GPU-558ce120-...0000 (minor 0), MIG off.
  * FAKE_NVML_SCENARIO changes it: "init-fails" (no driver), "old-uuid" (MIG
  * UUIDs in the pre-R470 MIG-GPU-<uuid>/<gi>/<ci> form), "odd-name" (a MIG
- * device name without "MIG <profile>"). */
+ * device name without "MIG <profile>"), "blackwell" (GPU 0 an RTX PRO 6000
+ * Blackwell: GI 7 a 1g.24gb-me, GI 1 a 2g.48gb with two 1c.2g.48gb CIs). */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h> /* NVIDIA's own declarations: a definition here that disagrees fails to compile */
 #include <stdio.h>
@@ -27,6 +28,7 @@ static struct nvmlDevice_st migs[4] = {{0, 0, 7, 0, "1g.10gb"},
                                        {0, 1, 0, 0, NULL},
                                        {0, 2, 1, 0, "2c.3g.40gb"},
                                        {0, 3, 1, 1, "1c.3g.40gb"}};
+static const char* blackwell_profiles[4] = {"1g.24gb-me", NULL, "1c.2g.48gb", "1c.2g.48gb"};
 static const char* gpu_uuids[2] = {"GPU-558ce121-5b8b-16a1-87d4-ce157bba0001",
                                    "GPU-558ce120-5b8b-16a1-87d4-ce157bba0000"};
 static int initialized;
@@ -95,10 +97,14 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int len
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
     char text[96];
+    const char* gpu = device->gpu == 0 && scenario("blackwell")
+                          ? "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+                          : "NVIDIA A100 80GB PCIe";
     if (device->mig < 0 || scenario("odd-name")) {
-        return copy("NVIDIA A100 80GB PCIe", name, length);
+        return copy(gpu, name, length);
     }
-    snprintf(text, sizeof text, "NVIDIA A100 80GB PCIe MIG %s", device->profile);
+    snprintf(text, sizeof text, "%s MIG %s", gpu,
+             scenario("blackwell") ? blackwell_profiles[device->mig] : device->profile);
     return copy(text, name, length);
 }
 

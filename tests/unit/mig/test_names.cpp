@@ -95,12 +95,38 @@ TEST(MigNames, ValidatesUuidsAndProfiles) {
     EXPECT_TRUE(old_mig_uuid_form("MIG-GPU-558ce121-5b8b-16a1-87d4-ce157bba0001/7/0"));
     EXPECT_FALSE(valid_mig_uuid("MIG-3c4c5a27-1007-5001-a000-0007e549465"));
     EXPECT_FALSE(valid_mig_uuid("GPU-3c4c5a27-1007-5001-a000-0007e5494657"));
-    for (const char* good : {"1g.10gb", "1c.3g.40gb", "7g.80gb", "1g.24gb+me", "1g.10gb+me.all",
-                             "4g.94gb+gfx", "2c.7g.80gb"}) {
+    // GPU-instance profiles with every suffix nvml.h has a profile for
+    // (_REV1 +me, _ALL_ME +me.all, _GFX +gfx, _NO_ME -me), compute-instance
+    // profiles ("1c." in a bigger GI), and the longest real names.
+    for (const char* good :
+         {"1g.10gb", "1c.3g.40gb", "7g.80gb", "1g.24gb+me", "1g.10gb+me.all", "4g.94gb+gfx",
+          "2c.7g.80gb", "1g.24gb-me", "2g.48gb-me", "1g.24gb+me.all", "2g.48gb+gfx", "1c.2g.10gb",
+          "7g.269gb", "1g.24gb+gfx-me", "1g.10gb+me.all.all.all.all.all.a"}) {
         EXPECT_TRUE(valid_mig_profile(good)) << good;
     }
-    for (const char* bad : {"", "MIG", "1g", "g.10gb", "1g.gb", "1g.10", "1g.10gb+", "1x.1g.5gb",
-                            "1g.10gb me", "1g.10gb\n", "1g.10gb+m\x1b"}) {
+    for (const char* bad : {"",
+                            "MIG",
+                            "1g",
+                            "g.10gb",
+                            "1g.gb",
+                            "1g.10",
+                            "1g.10gb+",
+                            "1x.1g.5gb",
+                            "1g.10gb me",
+                            "1g.10gb\n",
+                            "1g.10gb+m\x1b",
+                            "1g.10gb-",
+                            "1g.10gb+-me",
+                            "1g.10gb+me,gfx",
+                            "1g.10gb+me..all",
+                            "1g.10gb+.me",
+                            "1g.10gb+me.",
+                            "1g.10gb+2me",
+                            "1g.10gb+me_all",
+                            "1g.10gb--me",
+                            "1g.10gb+m\xc3\xa9",
+                            "1c.1c.1g.10gb",
+                            "1g.10gb+me.all.all.all.all.all.ab"}) {
         EXPECT_FALSE(valid_mig_profile(bad)) << bad;
     }
 }
@@ -217,6 +243,38 @@ TEST(MigNames, H100Layout) {
     EXPECT_EQ(instances[3].profile, "1g.10gb+me");
     EXPECT_EQ(instances[3].uuid, fake_mig_uuid(1, 13, 0));
     EXPECT_EQ(names->gpu(fake_uuid(1))->name, "NVIDIA H100 80GB HBM3");
+}
+
+// Blackwell's profiles (RTX PRO 6000: nvidia-smi mig -lgip in
+// tests/fixture/captures/rtx-pro-6000-blackwell-610.43.02) in every text:
+// one such instance used to fail the whole output.
+TEST(MigNames, BlackwellProfilesInEveryText) {
+    Layout rtx = layout("NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                        {{3, 0, "1g.24gb-me", "1g.24gb-me", 67, 0, 0, 3},
+                         {4, 0, "1g.24gb+me.all", "1g.24gb+me.all", 65, 0, 3, 3},
+                         {1, 0, "2g.48gb+gfx", "2g.48gb+gfx", 35, 1, 6, 6}});
+    std::vector<MigInstance> instances = instances_of(rtx.machine);
+    ASSERT_EQ(instances.size(), 3u);
+    for (const std::string& text :
+         {testing::smi_list(rtx.smi), testing::smi_lgi(rtx.smi), testing::smi_lci(rtx.smi)}) {
+        EXPECT_NE(text.find("MIG 1g.24gb-me"), std::string::npos) << text;
+    }
+    auto lgi = parse_nvidia_smi_lgi(testing::smi_lgi(rtx.smi), "lgi");
+    ASSERT_TRUE(lgi) << lgi.error().text();
+    ASSERT_EQ(lgi->size(), 3u);
+    EXPECT_EQ((*lgi)[0].profile, "1g.24gb-me");
+    EXPECT_EQ((*lgi)[0].profile_id, 67u);
+    Diagnostics diagnostics;
+    auto names = mig_names_from_nvidia_smi(all_texts(rtx.smi), diagnostics);
+    ASSERT_TRUE(names) << names.error().text();
+    apply_mig_names(instances, *names, diagnostics);
+    EXPECT_TRUE(diagnostics.empty()) << diagnostics.items()[0].text();
+    EXPECT_EQ(instances[0].key(), "gpu1/gi1/ci0");
+    EXPECT_EQ(instances[0].profile, "2g.48gb+gfx");
+    EXPECT_EQ(instances[1].profile, "1g.24gb-me");
+    EXPECT_EQ(instances[1].uuid, fake_mig_uuid(1, 3, 0));
+    EXPECT_EQ(instances[2].profile, "1g.24gb+me.all");
+    EXPECT_EQ(names->gi_profile(fake_uuid(1), 3), "1g.24gb-me");
 }
 
 // nvidia-smi numbers GPUs its own way (here: 0 -> minor 2, 1 -> minor 0,

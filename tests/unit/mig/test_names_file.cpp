@@ -53,6 +53,28 @@ TEST(MigNamesFile, RoundTripsWhatIsKnownAndOnlyThat) {
     EXPECT_TRUE(mig_names_cover(*names, instances));
 }
 
+// Every profile form, a "-me" one too (not the "-" of an unknown field).
+TEST(MigNamesFile, RoundTripsEveryProfileForm) {
+    std::vector<MigInstance> instances;
+    unsigned gi = 1;
+    for (const char* profile :
+         {"1g.24gb-me", "1g.24gb+me.all", "4g.96gb+gfx", "1g.10gb+me", "1c.3g.40gb"}) {
+        MigInstance instance = two_instances()[0];
+        instance.gi = gi++;
+        instance.profile = profile;
+        instance.uuid.clear();
+        instances.push_back(instance);
+    }
+    auto names = parse_mig_names_file(render_mig_names_file(instances, "NVML"), "names");
+    ASSERT_TRUE(names) << names.error().message;
+    for (const MigInstance& instance : instances) {
+        const MigName* name = names->find(kGpu, instance.gi, 0);
+        ASSERT_NE(name, nullptr) << instance.profile;
+        EXPECT_EQ(name->profile, instance.profile);
+        EXPECT_TRUE(name->uuid.empty());
+    }
+}
+
 TEST(MigNamesFile, AMalformedLineFailsWithItsNumber) {
     for (const std::string& bad : {
              std::string(kGpu) + " 7 0 1g.10gb\n",                          // a field short

@@ -26,8 +26,14 @@ namespace gpuinit {
 bool valid_mig_uuid(std::string_view text);
 // The old form, to refuse it by name.
 bool old_mig_uuid_form(std::string_view text);
-// A profile name as NVIDIA prints it: "1g.10gb", "1c.3g.40gb", "1g.24gb+me",
-// "7g.80gb+gfx": [<n>c.]<n>g.<n>gb, then "+word"s. At most 32 bytes.
+// A profile name as NVML and nvidia-smi give it, GPU instance or compute
+// instance: [<n>c.]<n>g.<n>gb, then suffixes, each '+' or '-' and a word of
+// ASCII letters and digits that starts with a letter, with single dots
+// inside: "1g.10gb", "1c.3g.40gb", "1g.10gb+me", "1g.24gb+me.all",
+// "1g.24gb+gfx", "1g.24gb-me". At most 32 bytes. The forms are nvml.h's
+// NVML_GPU_INSTANCE_PROFILE_* (_REV1: +me, _ALL_ME: +me.all, _GFX: +gfx,
+// _NO_ME: -me), named as NVIDIA's go-nvlib spells them and as nvidia-smi mig
+// -lgip prints them (tests/fixture/captures).
 bool valid_mig_profile(std::string_view text);
 
 struct MigNameKey {
