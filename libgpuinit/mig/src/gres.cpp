@@ -184,6 +184,16 @@ std::optional<unsigned> device_path_number(std::string_view path, std::string_vi
     return static_cast<unsigned>(*value);
 }
 
+// As SchedMD/slurm src/plugins/gpu/nvml/gpu_nvml.c names types (checked at
+// tag slurm-26-05-3-1 and master 284c3b95; the same since slurm-23-02-6-1,
+// commit 04f0e4c3): _nvml_get_device_name() passes every NVML name through
+// gpu_common_underscorify_tolower() (src/plugins/gpu/common/gpu_common.c:
+// tolower each byte, ' ' -> '_', nothing else); a GPU without MIG is that
+// name; a MIG device is the GPU's name cut at its first '-', then the MIG
+// device's own name from its "mig_" on, less the "mig" ("_1g.10gb+me",
+// "_1c.3g.40gb", "_1g.24gb-me": '+', '-' and '.' are kept). Slurm before
+// 23.02.6 made the MIG part from nvmlDeviceGetAttributes instead, without
+// the +me/-me/+gfx suffixes.
 std::string autodetect_gres_type(std::string_view model, std::string_view profile) {
     std::string type = lower(model);
     std::replace(type.begin(), type.end(), ' ', '_');
@@ -193,7 +203,9 @@ std::string autodetect_gres_type(std::string_view model, std::string_view profil
     if (size_t dash = type.find('-'); dash != std::string::npos) {
         type.resize(dash);
     }
-    return type + "_" + std::string(profile);
+    std::string suffix = lower(profile);
+    std::replace(suffix.begin(), suffix.end(), ' ', '_');
+    return type + "_" + suffix;
 }
 
 Result<GresTypeMap> parse_gres_type_map(std::string_view text, std::string_view source) {

@@ -6,6 +6,7 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -45,6 +46,57 @@ TEST(MigGres, AutodetectTypesAsSlurmNamesThem) {
     EXPECT_EQ(autodetect_gres_type("NVIDIA A100-SXM4-80GB"), "nvidia_a100-sxm4-80gb");
     EXPECT_EQ(autodetect_gres_type("NVIDIA H100 80GB HBM3", "1g.10gb"),
               "nvidia_h100_80gb_hbm3_1g.10gb");
+}
+
+namespace {
+
+// What SchedMD/slurm src/plugins/gpu/nvml/gpu_nvml.c does with NVML's names
+// (slurm-26-05-3-1, the same since slurm-23-02-6-1), step by step: each name
+// through gpu_common_underscorify_tolower() (tolower, ' ' -> '_'), the GPU's
+// cut at its first '-', the MIG device's taken from strstr(name, "mig_") + 3.
+std::string slurm_mig_type(std::string gpu_name, std::string mig_name) {
+    for (std::string* name : {&gpu_name, &mig_name}) {
+        for (char& c : *name) {
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            c = c == ' ' ? '_' : c;
+        }
+    }
+    if (size_t dash = gpu_name.find('-'); dash != std::string::npos) {
+        gpu_name.resize(dash);
+    }
+    size_t mig = mig_name.find("mig_");
+    return mig == std::string::npos ? std::string("(no mig_)")
+                                    : gpu_name + mig_name.substr(mig + 3);
+}
+
+} // namespace
+
+// Every profile form NVML names MIG devices with, on the GPUs of the
+// captures: the type is the one Slurm's AutoDetect=nvml gives the device
+// NVML names "<GPU name> MIG <profile>".
+TEST(MigGres, AutodetectTypesEqualSlurmsForEveryProfileForm) {
+    const std::vector<std::pair<std::string, std::vector<std::string>>> gpus = {
+        {"NVIDIA A100-SXM4-40GB", {"1g.5gb", "1g.5gb+me", "1c.3g.20gb", "2c.7g.40gb"}},
+        {"NVIDIA A100-PCIE-40GB", {"1c.2g.10gb", "7g.40gb"}},
+        {"NVIDIA A100 80GB PCIe", {"1g.10gb+me", "3g.40gb"}},
+        {"NVIDIA H100 80GB HBM3", {"1g.10gb+me", "1g.20gb", "1c.3g.40gb", "7g.80gb"}},
+        {"NVIDIA RTX PRO 6000 Blackwell Server Edition",
+         {"1g.24gb", "1g.24gb+me", "1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me", "2g.48gb-me",
+          "2g.48gb+me.all", "4g.96gb+gfx"}},
+        // Not a name NVIDIA prints, but one the profile grammar admits:
+        // Slurm lowercases it, and so does gpuinit.
+        {"NVIDIA H100 80GB HBM3", {"1g.10gb+ME"}},
+    };
+    for (const auto& [gpu, profiles] : gpus) {
+        for (const std::string& profile : profiles) {
+            EXPECT_EQ(autodetect_gres_type(gpu, profile),
+                      slurm_mig_type(gpu, gpu + " MIG " + profile))
+                << gpu << " " << profile;
+        }
+    }
+    EXPECT_EQ(autodetect_gres_type("NVIDIA RTX PRO 6000 Blackwell Server Edition", "1g.24gb-me"),
+              "nvidia_rtx_pro_6000_blackwell_server_edition_1g.24gb-me");
+    EXPECT_EQ(autodetect_gres_type("NVIDIA A100-SXM4-40GB", "1g.5gb+me"), "nvidia_a100_1g.5gb+me");
 }
 
 TEST(MigGres, OneLinePerInstanceAndPerWholeGpu) {

@@ -49,8 +49,10 @@ struct GresPlan {
     std::map<std::string, unsigned> counts; // type -> records
 };
 
-// Slurm's autodetect type: the model lowercased, spaces to '_'; for a MIG
-// instance cut at the first '-', then '_' and the profile.
+// Slurm's AutoDetect=nvml type (23.02.6 and later): the model lowercased,
+// spaces to '_'; for a MIG instance cut at the first '-', then '_' and the
+// profile lowercased ("NVIDIA RTX PRO 6000 Blackwell Server Edition",
+// "1g.24gb-me" -> "nvidia_rtx_pro_6000_blackwell_server_edition_1g.24gb-me").
 std::string autodetect_gres_type(std::string_view model, std::string_view profile = {});
 
 // Every GPU the driver lists: with MIG instances, one record per compute
