@@ -136,7 +136,9 @@ Status walk_table(std::string_view text, std::string_view source, std::string_vi
         if (line.empty() || border(line) || rule_row(line)) {
             continue;
         }
-        if (line.starts_with(none_found)) {
+        // "No GPU instances found: Not Found"; "No MIG-enabled devices
+        // found." when no GPU has MIG on (580.159.04, captures/h100-*).
+        if (line.starts_with(none_found) || line == "No MIG-enabled devices found.") {
             continue;
         }
         auto words = row_words(line);

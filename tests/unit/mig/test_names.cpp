@@ -347,6 +347,12 @@ TEST(NvidiaSmi, ParsesListLgiLciAndXml) {
     EXPECT_TRUE(parse_nvidia_smi_lgi("No GPU instances found: Not Found\n", "x"));
     EXPECT_TRUE(parse_nvidia_smi_lci("No compute instances found: Not Found\n", "x"));
     EXPECT_TRUE(parse_nvidia_smi_list("No devices found.\n", "x"));
+    // No GPU has MIG on (captures/h100-580.159.04).
+    for (auto parse : {+[](std::string_view t) { return parse_nvidia_smi_lgi(t, "x").ok(); },
+                       +[](std::string_view t) { return parse_nvidia_smi_lci(t, "x").ok(); }}) {
+        EXPECT_TRUE(parse("No MIG-enabled devices found.\n"));
+        EXPECT_FALSE(parse("No MIG-enabled devices found. Really\n"));
+    }
 }
 
 TEST(NvidiaSmi, HostileInputIsRefusedWithFileAndLine) {
