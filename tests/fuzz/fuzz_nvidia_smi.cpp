@@ -1,11 +1,13 @@
 // nvidia-smi's output (names.hpp): -L, mig -lgi, mig -lci and -q -x, one
 // input cut at NUL bytes into these four texts; each parser alone, then the
-// join and its application to instances.
+// join and its application to instances. Seeds include the real captures of
+// tests/fixture/captures.
 #include "fuzz_check.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace {
 
@@ -85,6 +87,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_diagnostic(names.error());
         return 0;
     }
+    // -L's name for a MIG device is the name of the instance it is joined
+    // to (the name NVML and Slurm's AutoDetect=nvml use), whatever -lci says.
+    std::map<std::string, std::string> list_profiles; // MIG UUID -> -L's profile
+    for (const SmiListGpu& gpu : *list) {
+        for (const SmiListMig& mig : gpu.migs) {
+            list_profiles[mig.uuid] = mig.profile;
+        }
+    }
     // Only well-formed names come out, and each MIG UUID names one instance.
     std::vector<std::string> uuids;
     std::vector<MigInstance> instances;
@@ -95,6 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(!name.uuid.empty() || !name.profile.empty());
         if (!name.uuid.empty()) {
             uuids.push_back(name.uuid);
+            auto listed = list_profiles.find(name.uuid);
+            FUZZ_CHECK(listed != list_profiles.end() && listed->second == name.profile);
         }
         FUZZ_CHECK(names->gpu(key.gpu_uuid) != nullptr);
         MigInstance instance;

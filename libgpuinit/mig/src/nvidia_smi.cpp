@@ -596,86 +596,100 @@ Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnost
         return &it->second->uuid;
     };
 
-    // CI profiles first: -lci names each CI itself.
+    // Every text is parsed before any is used: one that does not parse
+    // fails the whole, in this order.
+    std::optional<std::vector<SmiComputeInstance>> lci;
+    std::optional<std::vector<SmiGpuInstance>> lgi;
+    std::optional<std::vector<SmiQueryGpu>> query;
     if (texts.lci) {
-        auto lci = parse_nvidia_smi_lci(*texts.lci, texts.lci_source);
-        if (!lci) {
-            return lci.error();
+        auto parsed = parse_nvidia_smi_lci(*texts.lci, texts.lci_source);
+        if (!parsed) {
+            return parsed.error();
         }
-        for (const SmiComputeInstance& row : *lci) {
-            if (const std::string* uuid = uuid_of(row.gpu_index, texts.lci_source, row.line)) {
-                if (Status added = names.add_profile(*uuid, row.gi, row.ci, row.profile); !added) {
-                    return parse_error(texts.lci_source, row.line, added.error().message);
-                }
-            }
-        }
+        lci = std::move(*parsed);
     }
     if (texts.lgi) {
-        auto lgi = parse_nvidia_smi_lgi(*texts.lgi, texts.lgi_source);
-        if (!lgi) {
-            return lgi.error();
+        auto parsed = parse_nvidia_smi_lgi(*texts.lgi, texts.lgi_source);
+        if (!parsed) {
+            return parsed.error();
         }
-        for (const SmiGpuInstance& row : *lgi) {
-            if (const std::string* uuid = uuid_of(row.gpu_index, texts.lgi_source, row.line)) {
-                if (Status added = names.add_gi_profile(*uuid, row.gi, row.profile); !added) {
-                    return parse_error(texts.lgi_source, row.line, added.error().message);
-                }
+        lgi = std::move(*parsed);
+    }
+    if (texts.query_xml) {
+        auto parsed = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
+        if (!parsed) {
+            return parsed.error();
+        }
+        query = std::move(*parsed);
+    }
+
+    // -L's name for a MIG device first: it is NVML's name for the device
+    // (nvmlDeviceGetName ends in "MIG <profile>"), the one Slurm's
+    // AutoDetect=nvml makes its gres type of, and the one mig_names_from_nvml
+    // gives. -lci names the compute instance's profile, which need not be
+    // the same: nvidia-smi creates the CI of a "1g.10gb+me" GI with profile
+    // "MIG 1g.10gb". -lci fills in what -L cannot be joined for.
+    for (const SmiQueryGpu& gpu : query.value_or(std::vector<SmiQueryGpu>{})) {
+        auto listed = by_uuid.find(lower_copy(gpu.uuid));
+        if (listed == by_uuid.end()) {
+            diagnostics.warning("GPU " + quote(gpu.uuid) + " is not in " + texts.list_source +
+                                    ": its MIG devices are left out (take all outputs at "
+                                    "once)",
+                                Location::in_file(texts.query_source, gpu.line));
+            continue;
+        }
+        if (Status added = names.add_gpu(gpu.uuid, {std::nullopt, gpu.minor, gpu.name}); !added) {
+            return parse_error(texts.query_source, gpu.line, added.error().message);
+        }
+        std::set<unsigned> joined;
+        for (const SmiQueryMig& mig : gpu.migs) {
+            const std::vector<SmiListMig>& devices = listed->second->migs;
+            auto device = std::find_if(devices.begin(), devices.end(),
+                                       [&](const SmiListMig& m) { return m.device == mig.index; });
+            if (device == devices.end()) {
+                diagnostics.warning(
+                    format("MIG device %u (GI %u CI %u) of GPU ", mig.index, mig.gi, mig.ci) +
+                        quote(gpu.uuid) + " is not in " + texts.list_source +
+                        ": its UUID is unknown (take all outputs at once)",
+                    Location::in_file(texts.query_source, mig.line));
+                continue;
+            }
+            joined.insert(mig.index);
+            if (Status added = names.add_uuid(gpu.uuid, mig.gi, mig.ci, device->uuid); !added) {
+                return parse_error(texts.query_source, mig.line, added.error().message);
+            }
+            if (Status added = names.add_profile(gpu.uuid, mig.gi, mig.ci, device->profile);
+                !added) {
+                return parse_error(texts.list_source, device->line, added.error().message);
+            }
+        }
+        for (const SmiListMig& device : listed->second->migs) {
+            if (!joined.contains(device.device)) {
+                diagnostics.warning(format("MIG device %u of GPU ", device.device) +
+                                        quote(gpu.uuid) + " is not in " + texts.query_source +
+                                        ": its GI and CI, so where its UUID belongs, are "
+                                        "unknown (take all outputs at once)",
+                                    Location::in_file(texts.list_source, device.line));
             }
         }
     }
-    if (texts.query_xml) {
-        auto query = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
-        if (!query) {
-            return query.error();
+    for (const SmiComputeInstance& row : lci.value_or(std::vector<SmiComputeInstance>{})) {
+        const std::string* uuid = uuid_of(row.gpu_index, texts.lci_source, row.line);
+        if (uuid == nullptr) {
+            continue;
         }
-        for (const SmiQueryGpu& gpu : *query) {
-            auto listed = by_uuid.find(lower_copy(gpu.uuid));
-            if (listed == by_uuid.end()) {
-                diagnostics.warning("GPU " + quote(gpu.uuid) + " is not in " + texts.list_source +
-                                        ": its MIG devices are left out (take all outputs at "
-                                        "once)",
-                                    Location::in_file(texts.query_source, gpu.line));
-                continue;
-            }
-            if (Status added = names.add_gpu(gpu.uuid, {std::nullopt, gpu.minor, gpu.name});
-                !added) {
-                return parse_error(texts.query_source, gpu.line, added.error().message);
-            }
-            std::set<unsigned> joined;
-            for (const SmiQueryMig& mig : gpu.migs) {
-                const std::vector<SmiListMig>& devices = listed->second->migs;
-                auto device =
-                    std::find_if(devices.begin(), devices.end(),
-                                 [&](const SmiListMig& m) { return m.device == mig.index; });
-                if (device == devices.end()) {
-                    diagnostics.warning(
-                        format("MIG device %u (GI %u CI %u) of GPU ", mig.index, mig.gi, mig.ci) +
-                            quote(gpu.uuid) + " is not in " + texts.list_source +
-                            ": its UUID is unknown (take all outputs at once)",
-                        Location::in_file(texts.query_source, mig.line));
-                    continue;
-                }
-                joined.insert(mig.index);
-                if (Status added = names.add_uuid(gpu.uuid, mig.gi, mig.ci, device->uuid); !added) {
-                    return parse_error(texts.query_source, mig.line, added.error().message);
-                }
-                // -L's name for the device; -lci's, when given, came first and stays.
-                const MigName* known = names.find(gpu.uuid, mig.gi, mig.ci);
-                if (known == nullptr || known->profile.empty()) {
-                    if (Status added = names.add_profile(gpu.uuid, mig.gi, mig.ci, device->profile);
-                        !added) {
-                        return parse_error(texts.list_source, device->line, added.error().message);
-                    }
-                }
-            }
-            for (const SmiListMig& device : listed->second->migs) {
-                if (!joined.contains(device.device)) {
-                    diagnostics.warning(format("MIG device %u of GPU ", device.device) +
-                                            quote(gpu.uuid) + " is not in " + texts.query_source +
-                                            ": its GI and CI, so where its UUID belongs, are "
-                                            "unknown (take all outputs at once)",
-                                        Location::in_file(texts.list_source, device.line));
-                }
+        const MigName* known = names.find(*uuid, row.gi, row.ci);
+        if (known != nullptr && !known->profile.empty()) {
+            continue;
+        }
+        if (Status added = names.add_profile(*uuid, row.gi, row.ci, row.profile); !added) {
+            return parse_error(texts.lci_source, row.line, added.error().message);
+        }
+    }
+    for (const SmiGpuInstance& row : lgi.value_or(std::vector<SmiGpuInstance>{})) {
+        if (const std::string* uuid = uuid_of(row.gpu_index, texts.lgi_source, row.line)) {
+            if (Status added = names.add_gi_profile(*uuid, row.gi, row.profile); !added) {
+                return parse_error(texts.lgi_source, row.line, added.error().message);
             }
         }
     }

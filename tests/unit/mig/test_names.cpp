@@ -277,6 +277,37 @@ TEST(MigNames, BlackwellProfilesInEveryText) {
     EXPECT_EQ(names->gi_profile(fake_uuid(1), 3), "1g.24gb-me");
 }
 
+// -L names a MIG device as NVML does, and that name is what Slurm's
+// AutoDetect=nvml types are made of; -lci names the compute instance's own
+// profile, which nvidia-smi spells without the GI's +me ("created compute
+// instance ... using profile MIG 1g.10gb (ID 0)" in a 1g.10gb+me GI). With
+// -q -x to join -L, -L's name is the instance's; without it, -lci's.
+TEST(MigNames, TheListNameWinsOverTheComputeInstanceProfile) {
+    Layout h100 = layout("NVIDIA H100 80GB HBM3", {{13, 0, "1g.10gb+me", "1g.10gb+me", 20, 0, 1, 1},
+                                                   {9, 0, "1g.20gb", "1g.20gb", 15, 0, 6, 1}});
+    std::vector<MigInstance> instances = instances_of(h100.machine);
+    NvidiaSmiTexts texts = all_texts(h100.smi);
+    std::string& lci = *texts.lci;
+    size_t at = lci.find("MIG 1g.10gb+me");
+    ASSERT_NE(at, std::string::npos);
+    lci.replace(at, 14, "MIG 1g.10gb   ");
+    Diagnostics diagnostics;
+    auto names = mig_names_from_nvidia_smi(texts, diagnostics);
+    ASSERT_TRUE(names) << names.error().text();
+    EXPECT_TRUE(diagnostics.empty());
+    EXPECT_EQ(names->find(fake_uuid(1), 13, 0)->profile, "1g.10gb+me");
+    EXPECT_EQ(names->find(fake_uuid(1), 9, 0)->profile, "1g.20gb");
+    texts.query_xml.reset();
+    auto unjoined = mig_names_from_nvidia_smi(texts, diagnostics);
+    ASSERT_TRUE(unjoined) << unjoined.error().text();
+    EXPECT_EQ(unjoined->find(fake_uuid(1), 13, 0)->profile, "1g.10gb");
+    EXPECT_EQ(unjoined->gi_profile(fake_uuid(1), 13), "1g.10gb+me");
+    apply_mig_names(instances, *names, diagnostics);
+    EXPECT_TRUE(diagnostics.empty());
+    EXPECT_EQ(instances[1].key(), "gpu1/gi13/ci0");
+    EXPECT_EQ(instances[1].profile, "1g.10gb+me");
+}
+
 // nvidia-smi numbers GPUs its own way (here: 0 -> minor 2, 1 -> minor 0,
 // 2 -> minor 3, 3 -> minor 1); the MIG device order differs too. Names
 // still land on the right minor, because they are joined by UUID.

@@ -190,9 +190,10 @@ struct NvidiaSmiTexts {
 // - GPU index -> GPU UUID and name from -L (every other text names GPUs by
 //   index, so -L is required);
 // - MIG UUID and profile of (GPU UUID, GI, CI): -L's MIG device index joined
-//   with -q -x's <mig_device> (index -> GI, CI) of the same GPU UUID;
-// - profile of (GPU UUID, GI, CI) from -lci (the CI's own profile), and a
-//   GI's profile from -lgi for GIs -lci leaves out.
+//   with -q -x's <mig_device> (index -> GI, CI) of the same GPU UUID; -L's
+//   name is NVML's, the one Slurm's AutoDetect=nvml types are made of;
+// - profile of (GPU UUID, GI, CI) from -lci (the CI's own profile) where -L
+//   cannot be joined (no -q -x), and a GI's profile from -lgi.
 // A text that does not parse fails the whole; a GPU or instance one text
 // has and another lacks is a warning, and its names are left out.
 Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnostics& diagnostics,
