@@ -1,8 +1,9 @@
 // gpuinit-fuzz-seeds SOURCE_DIR OUT_DIR: writes the seed corpus of every
 // fuzz target, OUT_DIR/<target>/seed-NNN, so that no corpus lives in the
 // repository. Real-looking files come from the fixture machines of
-// tests/fixture (written to a temporary root and read back) and from the
-// shipped modprobe.d file; tricky inputs are listed here by hand.
+// tests/fixture (written to a temporary root and read back), from the real
+// captures in tests/fixture/captures and from the shipped modprobe.d file;
+// tricky inputs are listed here by hand.
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/base/unique_fd.hpp"
 #include "machine_fixture.hpp"
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -441,6 +443,58 @@ void add_persist_control(Corpus& corpus) {
     corpus.add("persist_control", udev + properties);
 }
 
+// A file of a capture directory, or "" when that capture lacks it.
+std::string capture_file(const std::filesystem::path& dir, const char* name) {
+    std::error_code error;
+    return std::filesystem::is_regular_file(dir / name, error) ? read_file(dir / name)
+                                                               : std::string();
+}
+
+// The real outputs of tests/fixture/captures: nvidia-smi's four texts
+// joined as fuzz_nvidia_smi cuts them, and the driver's /proc files.
+void add_captures(Corpus& corpus, const std::string& source_dir) {
+    std::filesystem::path captures = std::filesystem::path(source_dir) / "tests/fixture/captures";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(captures, error)) {
+        if (!entry.is_directory()) {
+            continue;
+        }
+        const std::filesystem::path& dir = entry.path();
+        std::string list = capture_file(dir, "L.txt");
+        std::string lgi = capture_file(dir, "mig-lgi.txt");
+        std::string lci = capture_file(dir, "mig-lci.txt");
+        std::string xml = capture_file(dir, "q.xml");
+        corpus.add("nvidia_smi", joined({list, lgi, lci, xml}));
+        if (!list.empty()) {
+            corpus.add("nvidia_smi", list);
+        }
+        std::string mixed = capture_file(dir, "mig-lgi-mixed.txt");
+        if (!mixed.empty()) {
+            corpus.add("nvidia_smi", joined({list, mixed}));
+        }
+        std::filesystem::path proc = dir / "proc";
+        for (const auto& [target, file] : {std::pair{"proc_devices", "devices"},
+                                           std::pair{"driver_params", "driver/nvidia/params"}}) {
+            std::string text = capture_file(proc, file);
+            if (!text.empty()) {
+                corpus.add(target, text);
+            }
+        }
+        // Not every capture has /proc files: a missing directory lists as empty.
+        std::error_code no_gpus;
+        for (const auto& gpu :
+             std::filesystem::directory_iterator(proc / "driver/nvidia/gpus", no_gpus)) {
+            std::string text = capture_file(gpu.path(), "information");
+            if (!text.empty()) {
+                corpus.add("gpu_information", text);
+            }
+        }
+    }
+    if (error) {
+        die("cannot list " + captures.string() + ": " + error.message());
+    }
+}
+
 // nvidia-smi's outputs, -L, mig -lgi, mig -lci and -q -x joined with NULs
 // (fuzz_nvidia_smi cuts them apart), for several layouts.
 void add_nvidia_smi(Corpus& corpus) {
@@ -463,6 +517,17 @@ void add_nvidia_smi(Corpus& corpus) {
                           {1, 1, "3g.40gb", "1c.3g.40gb", 9, 0, 4, 4},
                           {13, 0, "1g.10gb+me", "1g.10gb+me", 20, 0, 1, 1}};
     corpus.add("nvidia_smi", all(mixed));
+    // Blackwell's profiles (RTX PRO 6000), and a -lci that names the CI of a
+    // +me GI without the +me, as nvidia-smi does.
+    std::vector<SmiFakeGpu> blackwell(a100.begin(), a100.begin() + 2);
+    blackwell[1].name = "NVIDIA RTX PRO 6000 Blackwell Server Edition";
+    blackwell[1].instances = {{3, 0, "1g.24gb-me", "1g.24gb-me", 67, 0, 0, 3},
+                              {4, 0, "1g.24gb+me.all", "1g.24gb+me.all", 65, 0, 3, 3},
+                              {1, 0, "2g.48gb+gfx", "2g.48gb+gfx", 35, 1, 6, 6}};
+    corpus.add("nvidia_smi", all(blackwell));
+    std::vector<SmiFakeGpu> media(a100.begin(), a100.begin() + 2);
+    media[1].instances = {{13, 0, "1g.10gb+me", "1g.10gb", 20, 0, 1, 1}};
+    corpus.add("nvidia_smi", all(media));
     std::vector<SmiFakeGpu> none(a100.begin(), a100.begin() + 1);
     corpus.add("nvidia_smi", all(none));
     std::string gpu0 = "GPU 0: NVIDIA A100 80GB PCIe (UUID: " + fake_uuid(0) + ")\n";
@@ -470,6 +535,7 @@ void add_nvidia_smi(Corpus& corpus) {
              gpu0 + "  MIG 1g.10gb Device  0: (UUID: MIG-" + fake_uuid(0) + "/7/0)\n",
              gpu0 + gpu0,
              std::string("No devices found.\n"),
+             joined({gpu0, "No MIG-enabled devices found.\n", "No MIG-enabled devices found.\n"}),
              std::string("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
                          "driver.\n"),
              joined({gpu0, "Insufficient Permissions\n", "Insufficient Permissions\n",
@@ -603,6 +669,7 @@ int main(int argc, char** argv) {
     add_persistence_rpc(corpus);
     add_persist_control(corpus);
     add_nvidia_smi(corpus);
+    add_captures(corpus, argv[1]);
     add_egpu_settings(corpus);
     add_json_value(corpus, argv[1]);
     corpus.write(argv[2]);
