@@ -59,11 +59,13 @@ copy_tools() {
 }
 
 # add_modules TREE: the stand-in modules under lib/modules/RELEASE/extra and
-# their depmod index. Uses the harness's $cache, $release and $depmod.
+# their depmod index, and its client nvidia-probe in usr/local/bin. Uses the
+# harness's $cache, $release and $depmod.
 add_modules() {
   local tree=$1
-  mkdir -p "$tree/lib/modules/$release/extra"
+  mkdir -p "$tree/lib/modules/$release/extra" "$tree/usr/local/bin"
   cp "$cache"/fake-nvidia/*.ko "$tree/lib/modules/$release/extra/"
+  cp "$cache/fake-nvidia/nvidia-probe" "$tree/usr/local/bin/"
   cp "$cache"/modules.builtin* "$tree/lib/modules/$release/"
   : >"$tree/lib/modules/$release/modules.order"
   "$depmod" -b "$tree" "$release"

@@ -101,6 +101,9 @@ if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   rm -rf "$cache/fake-nvidia" && cp -r "$here/fake-nvidia" "$cache/fake-nvidia"
   make -s -C "/lib/modules/$release/build" M="$cache/fake-nvidia" modules
   strip --strip-debug "$cache"/fake-nvidia/*.ko
+  "${CC:-cc}" -static -Os -Wall -Wextra -Werror -o "$cache/fake-nvidia/nvidia-probe" \
+    "$cache/fake-nvidia/nvidia-probe.c"
+  strip "$cache/fake-nvidia/nvidia-probe"
   rm -f "$cache"/fake-nvidia.*.built && touch "$cache/fake-nvidia.$source_stamp.built"
 fi
 flavour_base

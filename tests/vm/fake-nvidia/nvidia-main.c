@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Stand-in for the NVIDIA driver in gpuinit's VM tests. It presents the
- * kernel interface the tools use, without hardware:
+ * kernel interface the tools use, without hardware, checked against
+ * NVIDIA/open-gpu-kernel-modules 580.142 (kernel-open/nvidia/nv.c,
+ * nv-pci.c, nv-procfs.c, nv-caps.c; kernel-open/common/inc/nv-ioctl.h,
+ * nv-ioctl-numbers.h, nv-linux.h) and, where it differs, 595.45.04; the
+ * places where it still differs are listed in tests/vm/README.md:
  *  - fake GPUs as software PCI functions on a root bus of their own (a PCI
  *    domain >= 0x10000, as VMD does), so they appear in sysfs, send real
  *    add/bind uevents and can be removed and rescanned;
@@ -12,24 +16,26 @@
  *    dynamic "nvidia-caps", and /proc/driver/nvidia/{params,version,gpus/}
  *    in the real driver's formats;
  *  - the NVreg_* options, reported in params; NVreg_ExcludedGpus excludes
- *    GPUs by UUID (bound, but open() fails with EPERM);
+ *    GPUs by UUID (bound, but never opened: EPERM);
  *  - with mig=N, the MIG capability files of N GPU instances per GPU and
  *    /proc/driver/nvidia-caps/mig-minors, numbered as the real driver does;
  *  - the open/close lifecycle: the first open of /dev/nvidiaN initializes
  *    the GPU (init_ms) and the last close tears it down (deinit_ms), counted
  *    per GPU in /proc/driver/nvidia-test/counters; an opener that comes
  *    while an init runs waits for that init;
- *  - non-blocking open (550.40.07+): with O_NONBLOCK, open() returns at once,
- *    the init runs on a workqueue (GPUs in parallel) and the ioctl
- *    NV_ESC_WAIT_OPEN_COMPLETE waits for it and reports its result;
- *    nonblocking_ioctl=0 removes the ioctl and makes such opens blocking;
- *  - PCI remove (and unbind) waits until no file holds the GPU, and new
- *    opens of a GPU being removed fail with ENODEV; rmmod fails while any
+ *  - non-blocking open (550.40.07+): with O_NONBLOCK, an open of a GPU that
+ *    is not initialized returns at once, the open runs on a workqueue (GPUs
+ *    in parallel) and the ioctl NV_ESC_WAIT_OPEN_COMPLETE waits for it and
+ *    reports its result; nonblocking_ioctl=0 removes the ioctl and makes
+ *    such opens blocking;
+ *  - PCI remove (and unbind) waits until no file holds the GPU (not for an
+ *    external GPU), refusing new opens meanwhile; rmmod fails while any
  *    file is open (the fops' owner holds the module);
  *  - lost GPUs: writing a PCI address or minor to
- *    /proc/driver/nvidia-test/lose marks that GPU fallen off the bus: poll()
- *    on its files reports EPOLLHUP | EPOLLERR and new opens fail with EIO,
- *    until it is removed and probed again.
+ *    /proc/driver/nvidia-test/lose marks that GPU fallen off the bus, with
+ *    the real driver's kernel log lines; a GPU named in the external= mask
+ *    (an eGPU behind Thunderbolt) is then flagged surprise-removed, the only
+ *    case where poll() reports POLLHUP and opens fail with ENODEV.
  */
 #include <linux/delay.h>
 #include <linux/fs.h>
@@ -84,6 +90,15 @@ static bool nonblocking_ioctl = true;
 module_param(nonblocking_ioctl, bool, 0444);
 MODULE_PARM_DESC(nonblocking_ioctl,
 		 "non-blocking open and NV_ESC_WAIT_OPEN_COMPLETE (0: as drivers before 550.40.07)");
+/*
+ * RM marks a GPU external when a Thunderbolt bridge is on its way to the
+ * root port (src/nvidia/arch/nvalloc/unix/src/osinit.c); only such a GPU is
+ * flagged NV_FLAG_IN_SURPRISE_REMOVAL when it falls off the bus, and only
+ * its remove goes on while files hold it (nv-pci.c nv_pci_remove).
+ */
+static unsigned int external;
+module_param(external, uint, 0444);
+MODULE_PARM_DESC(external, "bit mask of the PCI slots whose GPU is external (an eGPU)");
 
 /* The real driver's options, with its defaults and, like it, no sysfs view. */
 static unsigned int NVreg_ResmanDebugLevel = ~0U;
@@ -111,8 +126,12 @@ module_param(NVreg_RegistryDwords, charp, 0);
 static char *NVreg_ExcludedGpus;
 module_param(NVreg_ExcludedGpus, charp, 0);
 
-/* The real driver's NV_ESC_WAIT_OPEN_COMPLETE (NV_IOCTL_BASE 200 + 18). */
-#define NV_IOCTL_MAGIC 'F'
+/*
+ * NV_ESC_WAIT_OPEN_COMPLETE (NV_IOCTL_BASE 200 + 18) and its argument, as in
+ * kernel-open/common/inc/nv-ioctl-numbers.h and nv-ioctl.h (580.142). The
+ * driver looks only at the command's number (_IOC_NR) and size (_IOC_SIZE),
+ * never at its type or direction (nv.c nvidia_ioctl).
+ */
 #define NV_ESC_WAIT_OPEN_COMPLETE 218
 
 struct nv_ioctl_wait_open_complete {
@@ -121,13 +140,10 @@ struct nv_ioctl_wait_open_complete {
 };
 static_assert(sizeof(struct nv_ioctl_wait_open_complete) == 8);
 
-#define NV_IOCTL_WAIT_OPEN_COMPLETE \
-	_IOWR(NV_IOCTL_MAGIC, NV_ESC_WAIT_OPEN_COMPLETE, struct nv_ioctl_wait_open_complete)
-
 enum gpu_state {
 	GPU_DOWN,
 	GPU_STARTING,	/* an init runs (init_ms), in an opener or on init_wq */
-	GPU_UP,
+	GPU_UP,		/* initialized: nv.c's NV_FLAG_OPEN */
 	GPU_STOPPING,	/* the last close's teardown runs (deinit_ms) */
 };
 
@@ -140,16 +156,18 @@ struct fake_gpu {
 	struct pci_dev *pdev;
 	int minor;
 	bool excluded;
+	bool external;		/* an eGPU (the external= mask) */
 	bool lost;		/* fallen off the bus (the "lose" file) */
-	bool removing;		/* nv_remove() waits for the files to close */
+	bool accepting_opens;	/* nv.c's is_accepting_opens: false once remove starts */
+	bool removing;		/* NV_FLAG_PCI_REMOVE_IN_PROGRESS */
 	enum gpu_state state;
-	unsigned int opens;	/* open files, those whose open is in progress too */
+	unsigned int opens;	/* files that hold it: nv.c's usage_count, pending ones too */
 	unsigned long inits;
 	unsigned long deinits;
-	struct list_head pending;	/* files waiting for the init in progress */
+	struct list_head files;		/* every file opened on it */
+	struct list_head pending;	/* files waiting for an init */
 	struct work_struct init_work;
 	wait_queue_head_t state_wq;	/* state, opens or a file's done changed */
-	wait_queue_head_t poll_wq;	/* the GPU got lost */
 	struct proc_dir_entry *proc_dir;
 	struct proc_dir_entry *caps_dir;
 };
@@ -157,9 +175,14 @@ struct fake_gpu {
 /* A GPU file's private data (the control device's is NULL). */
 struct nv_file {
 	struct fake_gpu *gpu;
+	struct list_head file_node;	/* on gpu->files until closed or orphaned */
 	struct list_head node;	/* on gpu->pending until its open completes */
 	bool done;		/* the open completed, with rc (smp_store_release) */
 	int rc;
+	bool counted;		/* counted in gpu->opens: the open succeeded or is pending */
+	bool orphaned;		/* its external GPU was removed while it was open */
+	bool orphan_lost;	/* that GPU was lost when it was removed */
+	wait_queue_head_t poll_wq;	/* nv.c's per-file queue: only RM events wake it */
 };
 
 /* The real driver's numbering of MIG capability minors (see mig-minors). */
@@ -280,10 +303,22 @@ static struct fake_gpu *gpu_by_minor(int minor)
 	return NULL;
 }
 
+/* Completes a file's open with rc; a failed one no longer holds the GPU. */
+static void complete_file(struct nv_file *nvf, int rc)
+{
+	if (rc && nvf->counted) {
+		nvf->counted = false;
+		nvf->gpu->opens--;
+	}
+	nvf->rc = rc;
+	smp_store_release(&nvf->done, true);
+}
+
 /*
  * Initializes a GPU in GPU_STARTING: takes init_ms, in the blocking opener
- * or on init_wq, without gpu_lock. Completes every file waiting for it; a
- * GPU lost meanwhile fails them with EIO and stays down.
+ * or on init_wq, without gpu_lock. Completes every file waiting for it. A
+ * GPU lost meanwhile, or before, fails them with EIO and stays down: its
+ * rm_init_adapter() fails (nv.c nv_start_device).
  */
 static void gpu_start(struct fake_gpu *gpu)
 {
@@ -307,8 +342,7 @@ static void gpu_start(struct fake_gpu *gpu)
 	}
 	list_for_each_entry_safe(nvf, next, &gpu->pending, node) {
 		list_del_init(&nvf->node);
-		nvf->rc = rc;
-		smp_store_release(&nvf->done, true);
+		complete_file(nvf, rc);
 	}
 	wake_up_all(&gpu->state_wq);
 	mutex_unlock(&gpu_lock);
@@ -319,11 +353,22 @@ static void gpu_init_work(struct work_struct *work)
 	gpu_start(container_of(work, struct fake_gpu, init_work));
 }
 
-/* Drops a file's count; the last one tears the GPU down (deinit_ms). */
-static void gpu_put(struct fake_gpu *gpu)
+/*
+ * Drops a closed file's hold; the last one tears the GPU down (deinit_ms).
+ * Files that came without blocking during the teardown start a new init
+ * when it is done: theirs were deferred behind the closer's ldata_lock.
+ */
+static void file_put(struct nv_file *nvf)
 {
+	struct fake_gpu *gpu = nvf->gpu;
+
 	mutex_lock(&gpu_lock);
-	if (--gpu->opens == 0 && gpu->state == GPU_UP) {
+	if (nvf->orphaned) {
+		mutex_unlock(&gpu_lock);
+		return;
+	}
+	list_del(&nvf->file_node);
+	if (nvf->counted && --gpu->opens == 0 && gpu->state == GPU_UP) {
 		gpu->state = GPU_STOPPING;
 		mutex_unlock(&gpu_lock);
 		if (deinit_ms)
@@ -332,6 +377,11 @@ static void gpu_put(struct fake_gpu *gpu)
 		gpu->state = GPU_DOWN;
 		gpu->deinits++;
 		pr_info("fake-nvidia: gpu %d (%s) deinit\n", gpu->minor, pci_name(gpu->pdev));
+		if (!list_empty(&gpu->pending)) {
+			gpu->state = GPU_STARTING;
+			pr_info("fake-nvidia: gpu %d (%s) init\n", gpu->minor, pci_name(gpu->pdev));
+			queue_work(init_wq, &gpu->init_work);
+		}
 	}
 	wake_up_all(&gpu->state_wq);
 	mutex_unlock(&gpu_lock);
@@ -342,6 +392,33 @@ static bool open_done(struct nv_file *nvf)
 	return smp_load_acquire(&nvf->done);
 }
 
+/*
+ * nv.c nv_open_device()'s refusals, in its order (580.142): a remove in
+ * progress, an excluded GPU, a GPU flagged surprise-removed (nv-linux.h
+ * nv_check_gpu_state: only an external one that fell off the bus).
+ */
+static int open_refusal(struct fake_gpu *gpu)
+{
+	if (gpu->removing)
+		return -ENODEV;
+	if (gpu->excluded) {
+		pr_err("NVRM: GPU %s: open() not permitted for excluded GPU\n",
+		       pci_name(gpu->pdev));
+		return -EPERM;
+	}
+	if (gpu->lost && gpu->external)
+		return -ENODEV;
+	return 0;
+}
+
+/*
+ * As nv.c nvidia_open() (580.142): with O_NONBLOCK (and
+ * NVreg_EnableNonblockingOpen), an open of a GPU that is initialized runs at
+ * once; any other is deferred to a queue and returns 0, its result left for
+ * NV_ESC_WAIT_OPEN_COMPLETE (an excluded GPU's EPERM too), or fails with
+ * EBUSY once remove has stopped that queue. A blocking open waits for an
+ * init or a teardown in progress and returns the result itself.
+ */
 static int nv_open(struct inode *inode, struct file *file)
 {
 	int minor = iminor(inode);
@@ -358,23 +435,43 @@ static int nv_open(struct inode *inode, struct file *file)
 	if (!nvf)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&nvf->node);
+	init_waitqueue_head(&nvf->poll_wq);
 again:
 	mutex_lock(&gpu_lock);
 	gpu = gpu_by_minor(minor);
-	if (!gpu || gpu->removing) {
+	if (!gpu) {
 		ret = -ENODEV;
 		goto out_unlock;
 	}
-	if (gpu->excluded) {
-		pr_err("fake-nvidia: gpu %d (%s): open() not permitted for excluded GPU\n", minor,
-		       pci_name(gpu->pdev));
-		ret = -EPERM;
-		goto out_unlock;
+	if (nonblock && gpu->state != GPU_UP) {
+		if (!gpu->accepting_opens) {
+			ret = -EBUSY;
+			goto out_unlock;
+		}
+		nvf->gpu = gpu;
+		list_add_tail(&nvf->file_node, &gpu->files);
+		file->private_data = nvf;
+		ret = open_refusal(gpu);
+		if (ret) {
+			complete_file(nvf, ret);
+			mutex_unlock(&gpu_lock);
+			return 0;
+		}
+		gpu->opens++;
+		nvf->counted = true;
+		list_add_tail(&nvf->node, &gpu->pending);
+		if (gpu->state == GPU_DOWN) {
+			gpu->state = GPU_STARTING;
+			pr_info("fake-nvidia: gpu %d (%s) init\n", minor, pci_name(gpu->pdev));
+			queue_work(init_wq, &gpu->init_work);
+		}
+		/* GPU_STOPPING: file_put() starts the init after the teardown. */
+		mutex_unlock(&gpu_lock);
+		return 0;
 	}
-	if (gpu->lost) {
-		ret = -EIO;
+	ret = open_refusal(gpu);
+	if (ret)
 		goto out_unlock;
-	}
 	if (gpu->state == GPU_STOPPING) {
 		/* The last close's teardown runs: open when it is done. */
 		mutex_unlock(&gpu_lock);
@@ -382,7 +479,9 @@ again:
 		goto again;
 	}
 	gpu->opens++;
+	nvf->counted = true;
 	nvf->gpu = gpu;
+	list_add_tail(&nvf->file_node, &gpu->files);
 	if (gpu->state == GPU_UP) {
 		nvf->done = true;
 	} else {
@@ -396,18 +495,14 @@ again:
 	}
 	mutex_unlock(&gpu_lock);
 	file->private_data = nvf;
-	if (start && nonblock)
-		queue_work(init_wq, &gpu->init_work);
-	else if (start)
+	if (start)
 		gpu_start(gpu);
-	if (nonblock)
-		return 0;
 	wait_event(gpu->state_wq, open_done(nvf));
 	ret = nvf->rc;
 	if (!ret)
 		return 0;
 	file->private_data = NULL;
-	gpu_put(gpu);
+	file_put(nvf);
 	kfree(nvf);
 	return ret;
 
@@ -425,43 +520,70 @@ static int nv_release(struct inode *inode, struct file *file)
 		return 0;
 	/* As the real driver, a close waits for the file's open to complete. */
 	wait_event(nvf->gpu->state_wq, open_done(nvf));
-	gpu_put(nvf->gpu);
+	file_put(nvf);
 	kfree(nvf);
 	return 0;
 }
 
 /*
- * NV_ESC_WAIT_OPEN_COMPLETE waits (interruptibly) for the file's open and
- * reports its result; the control device's, a blocking open's or a
- * completed one's at once. Every other ioctl, and this one with
- * nonblocking_ioctl=0, fails with ENOTTY.
+ * As nv.c nvidia_ioctl() (580.142): on a GPU file every ioctl first waits
+ * (interruptibly) for the file's open. NV_ESC_WAIT_OPEN_COMPLETE, matched
+ * by number, needs the 8-byte size and reports the open's result (0 on
+ * nvidiactl). Every other command goes to RM, which knows none of them
+ * here: EINVAL, as for a lost GPU's; EIO on a file whose open failed (it has
+ * no device). With nonblocking_ioctl=0 (a driver before 550.40.07) RM does
+ * not know NV_ESC_WAIT_OPEN_COMPLETE either.
  */
 static long nv_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct nv_ioctl_wait_open_complete params = { 0 };
+	struct nv_ioctl_wait_open_complete params;
 	struct nv_file *nvf = file->private_data;
 
-	if (!nonblocking_ioctl || cmd != NV_IOCTL_WAIT_OPEN_COMPLETE)
-		return -ENOTTY;
-	if (nvf) {
-		if (wait_event_interruptible(nvf->gpu->state_wq, open_done(nvf)))
-			return -ERESTARTSYS;
-		params.rc = nvf->rc;
+	if (nvf && wait_event_interruptible(nvf->gpu->state_wq, open_done(nvf)))
+		return -ERESTARTSYS;
+	if (nonblocking_ioctl && _IOC_NR(cmd) == NV_ESC_WAIT_OPEN_COMPLETE) {
+		if (_IOC_SIZE(cmd) != sizeof(params))
+			return -EINVAL;
+		if (copy_from_user(&params, (void __user *)arg, sizeof(params)))
+			return -EFAULT;
+		params.rc = nvf ? nvf->rc : 0;
+		params.adapter_status = 0;
+		if (copy_to_user((void __user *)arg, &params, sizeof(params)))
+			return -EFAULT;
+		return 0;
 	}
-	if (copy_to_user((void __user *)arg, &params, sizeof(params)))
-		return -EFAULT;
-	return 0;
+	if (nvf && nvf->rc)
+		return -EIO;
+	return -EINVAL;
 }
 
-/* A lost GPU's files report EPOLLHUP | EPOLLERR; a healthy one's nothing. */
+/*
+ * As nv.c nvidia_poll() (580.142): POLLERR for a file whose open is in
+ * progress or failed; POLLHUP, without waiting, for a GPU flagged
+ * surprise-removed (an external one that fell off the bus); else only a
+ * file opened without O_NONBLOCK waits, on its own queue, which only RM
+ * events posted to that file (nv_post_event) wake: none here, so a healthy
+ * GPU's files, and a lost internal GPU's, report nothing and wake nobody.
+ * nvidiactl reports nothing either.
+ */
 static __poll_t nv_poll(struct file *file, poll_table *wait)
 {
 	struct nv_file *nvf = file->private_data;
+	bool surprise_removed;
 
 	if (!nvf)
 		return 0;
-	poll_wait(file, &nvf->gpu->poll_wq, wait);
-	return READ_ONCE(nvf->gpu->lost) ? EPOLLHUP | EPOLLERR : 0;
+	if (!open_done(nvf) || nvf->rc)
+		return EPOLLERR;
+	mutex_lock(&gpu_lock);
+	surprise_removed = nvf->orphaned ? nvf->orphan_lost
+					 : nvf->gpu->lost && nvf->gpu->external;
+	mutex_unlock(&gpu_lock);
+	if (surprise_removed)
+		return EPOLLHUP;
+	if (!(file->f_flags & O_NONBLOCK))
+		poll_wait(file, &nvf->poll_wq, wait);
+	return 0;
 }
 
 static const struct file_operations nv_fops = {
@@ -474,6 +596,7 @@ static const struct file_operations nv_fops = {
 	.llseek = noop_llseek,
 };
 
+/* Any minor opens and nothing else happens, as nv-caps.c nv_cap_drv_open (580.142). */
 static int caps_open(struct inode *inode, struct file *file)
 {
 	return 0;
@@ -510,6 +633,28 @@ static int information_show(struct seq_file *m, void *v)
 	seq_printf(m, "Device Minor: \t %d\n", gpu->minor);
 	seq_printf(m, "GPU Firmware: \t N/A\n");
 	seq_printf(m, "GPU Excluded:\t %s\n", gpu->excluded ? "Yes" : "No");
+	return 0;
+}
+
+/* No per-GPU registry keys: the real file's line for that (0000:00:06.0, 580.159.04). */
+static int registry_show(struct seq_file *m, void *v)
+{
+	seq_printf(m, "Binary: \"\"\n");
+	return 0;
+}
+
+/* A PCIe data-centre GPU's power file (0000:00:06.0, 580.159.04). */
+static int power_show(struct seq_file *m, void *v)
+{
+	seq_printf(m, "Runtime D3 status:          Disabled by default\n");
+	seq_printf(m, "Video Memory:               Active\n\n");
+	seq_printf(m, "GPU Hardware Support:\n");
+	seq_printf(m, " Video Memory Self Refresh: Not Supported\n");
+	seq_printf(m, " Video Memory Off:          Not Supported\n\n");
+	seq_printf(m, "S0ix Power Management:\n");
+	seq_printf(m, " Platform Support:          Not Supported\n");
+	seq_printf(m, " Status:                    Disabled\n\n");
+	seq_printf(m, "Notebook Dynamic Boost:     Not Supported\n");
 	return 0;
 }
 
@@ -572,7 +717,13 @@ static int counters_show(struct seq_file *m, void *v)
 	return 0;
 }
 
-/* "lose": a PCI address or a minor marks that GPU fallen off the bus. */
+/*
+ * "lose": a PCI address or a minor marks that GPU fallen off the bus, as
+ * RM's osHandleGpuLost() (src/nvidia/arch/nvalloc/unix/src/osinit.c,
+ * 580.142) does when a register reads back wrong: its lines in the kernel
+ * log, and for an external GPU only, NV_FLAG_IN_SURPRISE_REMOVAL. Nothing
+ * wakes a poller: nv.c has no wake-up for it.
+ */
 static ssize_t lose_write(struct file *file, const char __user *ubuf, size_t count,
 			  loff_t *ppos)
 {
@@ -594,10 +745,15 @@ static ssize_t lose_write(struct file *file, const char __user *ubuf, size_t cou
 					  !strcmp(pci_name(gpu_state[i].pdev), name)))
 			gpu = &gpu_state[i];
 	if (gpu && !gpu->lost) {
+		struct pci_dev *pdev = gpu->pdev;
+
 		gpu->lost = true;
-		pr_info("fake-nvidia: gpu %d (%s) lost with %u open file(s)\n", gpu->minor,
-			pci_name(gpu->pdev), gpu->opens);
-		wake_up_interruptible_poll(&gpu->poll_wq, EPOLLHUP | EPOLLERR);
+		/* kernel_rc.c's Xid line (no process: pid and name left out), then os.c's. */
+		pr_err("NVRM: Xid (PCI:%04x:%02x:%02x): 79, GPU has fallen off the bus.\n",
+		       pci_domain_nr(pdev->bus), pdev->bus->number, PCI_SLOT(pdev->devfn));
+		pr_err("NVRM: GPU %s: GPU has fallen off the bus.\n", pci_name(pdev));
+		pr_info("fake-nvidia: gpu %d (%s) lost with %u open file(s)%s\n", gpu->minor,
+			pci_name(pdev), gpu->opens, gpu->external ? " (external)" : "");
 	}
 	mutex_unlock(&gpu_lock);
 	return gpu ? count : -ENODEV;
@@ -609,51 +765,92 @@ static const struct proc_ops lose_ops = {
 };
 
 /*
- * A capability's access file. As the real driver's, it is writable by root:
- * "DeviceFileModify: N" written to it sets that cap's modify flag (the real
- * driver parses the line when the file is closed; here at the write, which
- * a reader after the close cannot tell apart). New caps start with
- * NVreg_ModifyDeviceFiles.
+ * A capability's file (access, mig/config, mig/monitor), as nv-caps.c
+ * (580.142): mode 0444 whatever the capability's own mode, so only root
+ * (CAP_DAC_OVERRIDE) opens it for writing. Each open file buffers what is
+ * written to it (128 bytes with the NUL: ENOSPC beyond, EINVAL for an empty
+ * write) and shows the flag as it was at the open; the close parses the
+ * buffer with sscanf("DeviceFileModify: %d") and only then sets the flag.
+ * New caps start with NVreg_ModifyDeviceFiles.
  */
 struct fake_cap {
 	unsigned int minor;
 	unsigned int mode;
-	unsigned int modify;
+	int modify;
+};
+
+#define CAP_WRITE_BUF_SIZE 128
+
+/* An open cap file: nv-caps.c's nv_cap_file_private_t. */
+struct cap_file {
+	struct fake_cap *cap;
+	int modify;	/* the flag when the file was opened */
+	char buffer[CAP_WRITE_BUF_SIZE];
+	size_t offset;
 };
 
 /* config, monitor, then [gpu][gi] GI and CI 0; static, so no lifetime. */
 static struct fake_cap mig_control_caps[2];
 static struct fake_cap mig_caps[MIG_GPUS][MIG_GIS][2];
+static DEFINE_MUTEX(cap_lock);
 
 static int cap_show(struct seq_file *m, void *v)
 {
-	struct fake_cap *cap = m->private;
+	struct cap_file *open = m->private;
 
-	seq_printf(m, "DeviceFileMinor: %u\n", cap->minor);
-	seq_printf(m, "DeviceFileMode: %u\n", cap->mode);
-	seq_printf(m, "DeviceFileModify: %u\n", READ_ONCE(cap->modify));
+	seq_printf(m, "DeviceFileMinor: %u\n", open->cap->minor);
+	seq_printf(m, "DeviceFileMode: %u\n", open->cap->mode);
+	seq_printf(m, "DeviceFileModify: %d\n", open->modify);
 	return 0;
 }
 
 static int cap_open(struct inode *inode, struct file *file)
 {
-	return single_open(file, cap_show, pde_data(inode));
+	struct cap_file *open = kzalloc(sizeof(*open), GFP_KERNEL);
+	int ret;
+
+	if (!open)
+		return -ENOMEM;
+	open->cap = pde_data(inode);
+	mutex_lock(&cap_lock);
+	open->modify = open->cap->modify;
+	mutex_unlock(&cap_lock);
+	ret = single_open(file, cap_show, open);
+	if (ret)
+		kfree(open);
+	return ret;
 }
 
 static ssize_t cap_write(struct file *file, const char __user *buf, size_t count, loff_t *pos)
 {
-	struct fake_cap *cap = ((struct seq_file *)file->private_data)->private;
-	char text[64];
-	unsigned int modify;
+	struct cap_file *open = ((struct seq_file *)file->private_data)->private;
+	size_t left = sizeof(open->buffer) - open->offset - 1;
 
-	if (count == 0 || count >= sizeof(text))
-		return count == 0 ? -EINVAL : -ENOSPC;
-	if (copy_from_user(text, buf, count))
+	if (count == 0)
+		return -EINVAL;
+	if (left == 0 || count > left)
+		return -ENOSPC;
+	if (copy_from_user(open->buffer + open->offset, buf, count))
 		return -EFAULT;
-	text[count] = '\0';
-	if (sscanf(text, "DeviceFileModify: %u", &modify) == 1)
-		WRITE_ONCE(cap->modify, modify);
+	open->offset += count;
+	open->buffer[open->offset] = '\0';
+	*pos = open->offset;
 	return count;
+}
+
+static int cap_release(struct inode *inode, struct file *file)
+{
+	struct cap_file *open = ((struct seq_file *)file->private_data)->private;
+	int modify;
+
+	single_release(inode, file);
+	if (open->offset && sscanf(open->buffer, "DeviceFileModify: %d", &modify) == 1) {
+		mutex_lock(&cap_lock);
+		open->cap->modify = modify;
+		mutex_unlock(&cap_lock);
+	}
+	kfree(open);
+	return 0;
 }
 
 static const struct proc_ops cap_ops = {
@@ -661,7 +858,7 @@ static const struct proc_ops cap_ops = {
 	.proc_read = seq_read,
 	.proc_write = cap_write,
 	.proc_lseek = seq_lseek,
-	.proc_release = single_release,
+	.proc_release = cap_release,
 };
 
 static void add_cap(struct proc_dir_entry *dir, const char *name, struct fake_cap *cap,
@@ -670,7 +867,7 @@ static void add_cap(struct proc_dir_entry *dir, const char *name, struct fake_ca
 	cap->minor = minor;
 	cap->mode = mode;
 	cap->modify = NVreg_ModifyDeviceFiles;
-	proc_create_data(name, 0644, dir, &cap_ops, cap);
+	proc_create_data(name, 0444, dir, &cap_ops, cap);
 }
 
 static int mig_minors_show(struct seq_file *m, void *v)
@@ -726,15 +923,26 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	gpu->minor = lowest_free_minor();
 	gpu_uuid(pdev, uuid, sizeof(uuid));
 	gpu->excluded = uuid_excluded(uuid);
+	gpu->external = external & BIT(slot);
 	gpu->pdev = pdev;
 	gpu->opens = 0;
 	gpu->state = GPU_DOWN;
 	gpu->lost = false;
+	gpu->accepting_opens = true;
 	gpu->removing = false;
 	mutex_unlock(&gpu_lock);
+	/*
+	 * nv-procfs.c nv_procfs_add_gpu() (580.142): information, registry and
+	 * power; numa_status and offline_pages only on a GPU whose memory the
+	 * platform makes NUMA memory (a self-hosted, coherent one on aarch64,
+	 * nv-pci.c nv_init_coherent_link_info), never on a PCIe GPU like these.
+	 */
 	gpu->proc_dir = proc_mkdir(pci_name(pdev), proc_gpus);
-	if (gpu->proc_dir)
+	if (gpu->proc_dir) {
 		proc_create_single_data("information", 0444, gpu->proc_dir, information_show, gpu);
+		proc_create_single_data("registry", 0644, gpu->proc_dir, registry_show, gpu);
+		proc_create_single_data("power", 0444, gpu->proc_dir, power_show, gpu);
+	}
 	if (mig && gpu->minor < MIG_GPUS)
 		add_mig_instances(gpu);
 	pci_set_drvdata(pdev, gpu);
@@ -749,22 +957,63 @@ static bool gpu_released(struct fake_gpu *gpu)
 	return !READ_ONCE(gpu->opens) && READ_ONCE(gpu->state) == GPU_DOWN;
 }
 
+static bool gpu_settled(struct fake_gpu *gpu)
+{
+	enum gpu_state state = READ_ONCE(gpu->state);
+
+	return state == GPU_UP || state == GPU_DOWN;
+}
+
+/*
+ * An external GPU's remove goes on while files hold it: the adapter is
+ * shut down (a deinit) and the files are left with a device that is gone.
+ */
+static void orphan_files(struct fake_gpu *gpu)
+{
+	struct nv_file *nvf, *next;
+	unsigned int opens = gpu->opens;
+
+	list_for_each_entry_safe(nvf, next, &gpu->files, file_node) {
+		list_del(&nvf->file_node);
+		nvf->orphaned = true;
+		nvf->orphan_lost = gpu->lost;
+	}
+	if (gpu->state == GPU_UP) {
+		gpu->deinits++;
+		pr_info("fake-nvidia: gpu %d (%s) deinit\n", gpu->minor, pci_name(gpu->pdev));
+	}
+	gpu->opens = 0;
+	gpu->state = GPU_DOWN;
+	pr_info("fake-nvidia: gpu %d (%s) removed with %u open file(s) (external)\n", gpu->minor,
+		pci_name(gpu->pdev), opens);
+}
+
+/*
+ * As nv-pci.c nv_pci_remove() (580.142): the queue of deferred opens is
+ * stopped (O_NONBLOCK opens of a GPU that is not initialized fail with
+ * EBUSY) and flushed, then NV_FLAG_PCI_REMOVE_IN_PROGRESS refuses the
+ * others (ENODEV); while files hold the GPU it waits, in 500 ms steps, so
+ * the kernel sends the remove or unbind uevent only after the last close.
+ * An external GPU's remove does not wait (its sanity check is skipped).
+ */
 static void nv_remove(struct pci_dev *pdev)
 {
 	struct fake_gpu *gpu = pci_get_drvdata(pdev);
 	unsigned int opens;
 
-	/*
-	 * Like the real driver, wait (in 500 ms steps, without gpu_lock, so
-	 * that files can be closed) until no file holds the GPU: the kernel
-	 * sends the remove or unbind uevent only after this returns. New opens
-	 * fail meanwhile.
-	 */
 	mutex_lock(&gpu_lock);
+	gpu->accepting_opens = false;
+	while (!gpu_settled(gpu)) {
+		mutex_unlock(&gpu_lock);
+		wait_event(gpu->state_wq, gpu_settled(gpu));
+		mutex_lock(&gpu_lock);
+	}
 	gpu->removing = true;
 	opens = gpu->opens;
+	if (gpu->external)
+		orphan_files(gpu);
 	mutex_unlock(&gpu_lock);
-	if (opens)
+	if (opens && !gpu->external)
 		pr_info("fake-nvidia: gpu %d (%s) remove waits for %u open file(s)\n", gpu->minor,
 			pci_name(pdev), opens);
 	while (!wait_event_timeout(gpu->state_wq, gpu_released(gpu), msecs_to_jiffies(500)))
@@ -899,7 +1148,7 @@ static int __init nv_init(void)
 		INIT_LIST_HEAD(&gpu_state[i].pending);
 		INIT_WORK(&gpu_state[i].init_work, gpu_init_work);
 		init_waitqueue_head(&gpu_state[i].state_wq);
-		init_waitqueue_head(&gpu_state[i].poll_wq);
+		INIT_LIST_HEAD(&gpu_state[i].files);
 	}
 	/* Unbound, one worker per GPU: GPUs initialize in parallel. */
 	init_wq = alloc_workqueue("fake-nvidia-init", WQ_UNBOUND, FAKE_MAX_GPUS);

@@ -1,5 +1,8 @@
 # MIG capability files as the real driver numbers them: every possible
-# instance in mig-minors, the existing ones under capabilities/.
+# instance in mig-minors, the existing ones under capabilities/; as the real
+# ones (open-gpu-kernel-modules 580.142 kernel-open/nvidia/nv-caps.c) they
+# are 0444, so only root writes them (CAP_DAC_OVERRIDE), and a write is
+# buffered per open file (127 bytes at most) and applied when it is closed.
 #
 # vm-label: vm-driver
 . /scenario-common.sh
@@ -24,6 +27,28 @@ for g in 0 1; do
   done
 done
 [ ! -e $caps/gpu0/mig/gi3 ] || fail "an instance that does not exist"
+access=$caps/gpu0/mig/gi1/access
+for file in $access $caps/gpu0/mig/gi1/ci0/access $caps/mig/config $caps/mig/monitor; do
+  [ "$(stat -c %a $file)" = 444 ] || fail "$file is $(stat -c %a $file), not 0444"
+done
+grep -qx "DeviceFileModify: 1" $access || fail "NVreg_ModifyDeviceFiles' default 1"
+exec 5>$access
+printf 'DeviceFile' >&5
+printf 'Modify: 0\n' >&5
+grep -qx "DeviceFileModify: 1" $access || fail "a write applied before its file was closed"
+exec 5>&-
+grep -qx "DeviceFileModify: 0" $access || fail "the write was not applied at the close"
+grep -qx "DeviceFileModify: 1" $caps/gpu0/mig/gi1/ci0/access || fail "another cap changed"
+if dd if=/dev/zero of=$access bs=200 count=1 conv=notrunc 2>/tmp/nospc; then
+  fail "a 200-byte write"
+fi
+grep -q "No space left" /tmp/nospc || fail "200 bytes: $(cat /tmp/nospc)"
+printf 'DeviceFileModify: 1\n' >$access
+grep -qx "DeviceFileModify: 1" $access || fail "root's write"
+if su -s /bin/sh alice -c "printf 'DeviceFileModify: 0\n' >$access" 2>/tmp/alice.err; then
+  fail "alice wrote a cap file"
+fi
+grep -q "Permission denied" /tmp/alice.err || fail "alice: $(cat /tmp/alice.err)"
 grep -q "nvidia-caps" /proc/devices || fail "no nvidia-caps major"
 rmmod nvidia
 [ ! -e /proc/driver/nvidia-caps ] || fail "rmmod left /proc/driver/nvidia-caps"
