@@ -34,8 +34,9 @@ std::vector<std::string_view> split_tabs(std::string_view line) {
 }
 
 std::optional<HoldState> parse_hold_state(std::string_view name) {
-    for (HoldState state : {HoldState::Opening, HoldState::Held, HoldState::Failed,
-                            HoldState::WaitingForNode, HoldState::Disabled, HoldState::Lost}) {
+    for (HoldState state :
+         {HoldState::Opening, HoldState::Held, HoldState::Failed, HoldState::WaitingForNode,
+          HoldState::Disabled, HoldState::Lost, HoldState::Unbinding}) {
         if (name == hold_state_name(state)) {
             return state;
         }

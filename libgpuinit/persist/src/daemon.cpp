@@ -5,6 +5,7 @@
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/accounts.hpp"
 #include "gpuinit/host/machine.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/host/privileges.hpp"
 #include "gpuinit/persist/control.hpp"
 #include "gpuinit/persist/gpu_open.hpp"
@@ -22,6 +23,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -59,7 +61,7 @@ enum Tag : uint64_t {
     kTagTimer = 5ULL << 56,
     kTagUevent = 6ULL << 56,
     kTagInotify = 7ULL << 56,
-    kTagGpu = 8ULL << 56,
+    kTagHeldCheck = 8ULL << 56,
     kTagConnection = 9ULL << 56,
 };
 constexpr uint64_t kTagMask = 0xffULL << 56;
@@ -164,7 +166,9 @@ class Daemon {
     void open_gpu(const PersistAction& action);
     void close_gpus(const std::vector<std::string>& bdfs);
     void on_completions();
-    void on_gpu_event(unsigned minor, uint32_t events);
+    void update_held_checks();
+    void check_held();
+    bool unbinding(const std::string& bdf) const;
     void on_signal();
     void on_uevents();
     void on_accept(int listen_fd, bool rpc);
@@ -203,6 +207,7 @@ class Daemon {
     UniqueFd control_listen_;
     UniqueFd compat_listen_;
     UniqueFd timer_;
+    UniqueFd held_check_timer_;
     UniqueFd inotify_;
     UniqueFd pid_lock_;
     std::optional<UeventMonitor> monitor_;
@@ -213,6 +218,7 @@ class Daemon {
     std::string compat_state_ = "off";
     int ready_fd_ = -1;
     bool ready_sent_ = false;
+    bool held_checks_armed_ = false;
     bool stopping_ = false;
     bool dirty_ = true;
 };
@@ -638,37 +644,79 @@ void Daemon::on_completions() {
             }
             continue;
         }
-        // Only POLLHUP/POLLERR matter: a lost GPU. A driver whose fd cannot
-        // be polled still gets held.
-        epoll_event event{};
-        event.events = 0;
-        event.data.u64 = kTagGpu | held.minor;
-        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, held.fd.get(), &event) != 0) {
-            log_.debug(format("GPU %u: its fd cannot be polled (%s): a lost GPU goes unnoticed",
-                              held.minor, std::strerror(errno)));
-        }
         log_.info(format("GPU %u (%s) held", held.minor, bdf.c_str()));
         run_actions(table_.open_succeeded(bdf));
     }
     dirty_ = true;
 }
 
-void Daemon::on_gpu_event(unsigned minor, uint32_t events) {
-    if ((events & (EPOLLHUP | EPOLLERR)) == 0) {
+// A lost GPU's POLLHUP comes only to a poll, and a waiting unbind or
+// removal shows only in sysfs (kHeldCheckInterval says why): a periodic
+// timer while any GPU is held, and none otherwise. Rearmed only when that
+// changes, so its period is kept.
+void Daemon::update_held_checks() {
+    bool wanted = !stopping_ && table_.needs_checks();
+    if (wanted == held_checks_armed_) {
         return;
     }
-    auto it = std::find_if(fds_.begin(), fds_.end(), [&](const auto& entry) {
-        return entry.second.minor == minor && !entry.second.waiting;
-    });
-    if (it == fds_.end()) {
+    itimerspec spec{};
+    if (wanted) {
+        spec.it_value.tv_sec = static_cast<time_t>(kHeldCheckInterval.count());
+        spec.it_interval = spec.it_value;
+    }
+    if (::timerfd_settime(held_check_timer_.get(), 0, &spec, nullptr) == 0) {
+        held_checks_armed_ = wanted;
+    }
+}
+
+// The device is in sysfs without its driver link: the kernel removes that
+// link before it calls the driver's remove (drivers/base/dd.c
+// __device_release_driver), which waits while we hold the GPU.
+bool Daemon::unbinding(const std::string& bdf) const {
+    std::string device = std::string(kPciDevicesPath) + "/" + bdf;
+    auto present = root_.exists(device);
+    auto bound = root_.exists(device + "/driver");
+    return present && *present && bound && !*bound;
+}
+
+void Daemon::check_held() {
+    std::vector<pollfd> polled;
+    std::vector<std::string> bdfs;
+    for (const HeldGpu& gpu : table_.gpus()) {
+        auto it = fds_.find(gpu.id.bdf);
+        // A file whose open is still in progress polls POLLERR: only held ones.
+        if (gpu.state != HoldState::Held || it == fds_.end() || it->second.waiting) {
+            continue;
+        }
+        polled.push_back({it->second.fd.get(), 0, 0});
+        bdfs.push_back(gpu.id.bdf);
+    }
+    if (polled.empty() || ::poll(polled.data(), polled.size(), 0) < 0) {
         return;
     }
-    std::string bdf = it->first;
-    log_.error(format("GPU %u (%s): the driver reports it lost (POLLHUP); released. Check the "
-                      "kernel log (Xid 79: fallen off the bus)",
-                      minor, bdf.c_str()));
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
-    run_actions(table_.hangup(bdf));
+    GpuTable::Actions actions;
+    for (size_t i = 0; i < polled.size(); ++i) {
+        const std::string& bdf = bdfs[i];
+        unsigned minor = table_.find(bdf)->id.minor;
+        GpuTable::Actions more;
+        if ((polled[i].revents & (POLLHUP | POLLERR)) != 0) {
+            log_.error(format("GPU %u (%s): the driver reports it lost (%s); released. Check the "
+                              "kernel log (Xid 79: fallen off the bus)",
+                              minor, bdf.c_str(),
+                              (polled[i].revents & POLLHUP) != 0 ? "POLLHUP" : "POLLERR"));
+            more = table_.hangup(bdf);
+        } else if (unbinding(bdf)) {
+            log_.warning(format("GPU %u (%s): the kernel is unbinding or removing it, and the "
+                                "driver waits until no file holds it; released. Run "
+                                "`gpu-persist disable %s` before a remove, unbind or reset",
+                                minor, bdf.c_str(), bdf.c_str()));
+            more = table_.unbinding(bdf);
+        }
+        actions.insert(actions.end(), more.begin(), more.end());
+    }
+    if (!actions.empty()) {
+        run_actions(actions);
+    }
 }
 
 Result<GpuTable::Actions> Daemon::change(const ControlRequest& request) {
@@ -1127,6 +1175,7 @@ void Daemon::publish() {
     for (uint64_t id : waiting) {
         serve_rpc(id);
     }
+    update_held_checks();
     // Clients waiting for their change to settle.
     if (table_.settled()) {
         for (Connection& connection : connections_) {
@@ -1199,8 +1248,9 @@ bool Daemon::start(int ready_fd) {
     signals_.reset(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
     epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
     timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    held_check_timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     int pipe[2];
-    if (!signals_.valid() || !epoll_.valid() || !timer_.valid() ||
+    if (!signals_.valid() || !epoll_.valid() || !timer_.valid() || !held_check_timer_.valid() ||
         ::pipe2(pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         log_.error(std::string("cannot set up the event loop: ") + std::strerror(errno));
         return false;
@@ -1255,6 +1305,7 @@ bool Daemon::start(int ready_fd) {
     add_epoll(completion_read_.get(), kTagCompletion, EPOLLIN);
     add_epoll(control_listen_.get(), kTagControlListen, EPOLLIN);
     add_epoll(timer_.get(), kTagTimer, EPOLLIN);
+    add_epoll(held_check_timer_.get(), kTagHeldCheck, EPOLLIN);
     if (compat_listen_.valid()) {
         add_epoll(compat_listen_.get(), kTagCompatListen, EPOLLIN);
     }
@@ -1312,9 +1363,12 @@ void Daemon::run() {
                 run_actions(table_.nodes_changed());
                 break;
             }
-            case kTagGpu:
-                on_gpu_event(static_cast<unsigned>(id), events[i].events);
+            case kTagHeldCheck: {
+                uint64_t expirations = 0;
+                (void)::read(held_check_timer_.get(), &expirations, sizeof(expirations));
+                check_held();
                 break;
+            }
             case kTagConnection:
                 on_connection(id, events[i].events);
                 break;

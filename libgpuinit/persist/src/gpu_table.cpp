@@ -21,6 +21,8 @@ const char* hold_state_name(HoldState state) {
         return "disabled";
     case HoldState::Lost:
         return "lost";
+    case HoldState::Unbinding:
+        return "unbinding";
     }
     return "unknown";
 }
@@ -172,6 +174,18 @@ GpuTable::Actions GpuTable::hangup(std::string_view bdf) {
     return {close_action(*gpu)};
 }
 
+GpuTable::Actions GpuTable::unbinding(std::string_view bdf) {
+    HeldGpu* gpu = find_mutable(bdf);
+    if (gpu == nullptr || gpu->state != HoldState::Held) {
+        return {};
+    }
+    gpu->state = HoldState::Unbinding;
+    gpu->error_code = ENODEV;
+    gpu->error = "the kernel is unbinding or removing it and waited for gpu-persist: released; "
+                 "`gpu-persist disable` first spares that wait";
+    return {close_action(*gpu)};
+}
+
 GpuTable::Actions GpuTable::nodes_changed() {
     Actions actions;
     for (HeldGpu& gpu : gpus_) {
@@ -202,6 +216,7 @@ Result<GpuTable::Actions> GpuTable::enable(const std::optional<GpuSelector>& sel
         case HoldState::WaitingForNode:
         case HoldState::Disabled:
         case HoldState::Lost:
+        case HoldState::Unbinding:
             gpu.state = HoldState::Opening;
             actions.push_back(open_action(gpu));
             break;
@@ -244,6 +259,7 @@ Result<GpuTable::Actions> GpuTable::disable(const std::optional<GpuSelector>& se
         case HoldState::Failed:
         case HoldState::WaitingForNode:
         case HoldState::Lost:
+        case HoldState::Unbinding:
         case HoldState::Disabled:
             gpu.state = HoldState::Disabled;
             break;

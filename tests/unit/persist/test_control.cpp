@@ -79,6 +79,21 @@ TEST(ControlReplyCodec, RoundTripsAndSanitizesFields) {
     EXPECT_EQ(parsed->gpus[1].error, "init failed");
 }
 
+TEST(ControlReplyCodec, EveryHoldStateRoundTrips) {
+    for (HoldState state :
+         {HoldState::Opening, HoldState::Held, HoldState::Failed, HoldState::WaitingForNode,
+          HoldState::Disabled, HoldState::Lost, HoldState::Unbinding}) {
+        ControlReply reply;
+        HeldGpu gpu;
+        gpu.id = {1, "0001:00:00.0", "GPU-1"};
+        gpu.state = state;
+        reply.gpus = {gpu};
+        auto parsed = parse_control_reply(format_control_reply(reply));
+        ASSERT_TRUE(parsed) << hold_state_name(state) << ": " << parsed.error().message;
+        EXPECT_EQ(parsed->gpus.at(0).state, state) << hold_state_name(state);
+    }
+}
+
 TEST(ControlReplyCodec, RefusesTruncatedAndForeignReplies) {
     ControlReply reply;
     std::string text = format_control_reply(reply);

@@ -119,6 +119,80 @@ TEST(GpuTable, HangupReleasesAndMarksLost) {
     EXPECT_TRUE(table.release_all().empty()) << "nothing left to close at stop";
 }
 
+TEST(GpuTable, OnlyAHeldGpuIsReleasedAsLost) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    // Its open is in progress (the driver polls that POLLERR): not lost.
+    EXPECT_TRUE(table.hangup(gpu(0).bdf).empty());
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Opening);
+    (void)table.open_failed(gpu(0).bdf, ENODEV, "lost before its init");
+    EXPECT_TRUE(table.hangup(gpu(0).bdf).empty());
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Failed);
+    EXPECT_TRUE(table.hangup("0000:99:00.0").empty()) << "an unknown GPU";
+}
+
+TEST(GpuTable, ChecksRunOnlyWhileAGpuIsHeld) {
+    GpuTable table;
+    EXPECT_FALSE(table.needs_checks()) << "no GPU";
+    (void)table.gpu_present(gpu(0));
+    (void)table.gpu_present(gpu(1));
+    EXPECT_FALSE(table.needs_checks()) << "initializing: nothing to poll yet";
+    (void)table.open_succeeded(gpu(0).bdf);
+    EXPECT_TRUE(table.needs_checks());
+    (void)table.open_failed(gpu(1).bdf, EIO, "x");
+    EXPECT_TRUE(table.needs_checks());
+    (void)table.hangup(gpu(0).bdf);
+    EXPECT_FALSE(table.needs_checks()) << "lost and failed GPUs are not polled";
+    ASSERT_TRUE(table.enable(select("0")));
+    (void)table.open_succeeded(gpu(0).bdf);
+    EXPECT_TRUE(table.needs_checks());
+    ASSERT_TRUE(table.disable(std::nullopt));
+    EXPECT_FALSE(table.needs_checks()) << "everything disabled: an idle daemon sleeps";
+}
+
+TEST(GpuTable, TheCheckIntervalMeetsItsBounds) {
+    // A lost GPU or a waiting removal is noticed within 30 s, and an idle
+    // daemon wakes at most twice a minute.
+    EXPECT_LE(kHeldCheckInterval.count(), 30);
+    EXPECT_LE(60 / kHeldCheckInterval.count(), 2);
+    EXPECT_EQ(60 % kHeldCheckInterval.count(), 0) << "a whole number of wakeups a minute";
+}
+
+TEST(GpuTable, AWaitingUnbindReleasesAHeldGpu) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(3));
+    EXPECT_TRUE(table.unbinding(gpu(3).bdf).empty()) << "not held yet";
+    (void)table.open_succeeded(gpu(3).bdf);
+    EXPECT_EQ(table.unbinding(gpu(3).bdf), GpuTable::Actions{close_of(3)});
+    const HeldGpu* unbinding = table.find(gpu(3).bdf);
+    EXPECT_EQ(unbinding->state, HoldState::Unbinding);
+    EXPECT_TRUE(unbinding->wanted) << "not the admin's choice: nothing to remember";
+    EXPECT_NE(unbinding->error.find("gpu-persist disable"), std::string::npos);
+    EXPECT_TRUE(table.unbinding(gpu(3).bdf).empty()) << "released once";
+    EXPECT_TRUE(table.hangup(gpu(3).bdf).empty());
+    EXPECT_FALSE(table.needs_checks());
+    EXPECT_TRUE(table.release_all().empty()) << "nothing left to close at stop";
+    // Its remove uevent forgets it, with nothing more to close.
+    EXPECT_TRUE(table.gpu_gone(gpu(3).bdf).empty());
+    EXPECT_EQ(table.find(gpu(3).bdf), nullptr);
+}
+
+TEST(GpuTable, AnUnbindingGpuCanBeEnabledOrDisabled) {
+    GpuTable table;
+    (void)table.gpu_present(gpu(0));
+    (void)table.open_succeeded(gpu(0).bdf);
+    (void)table.unbinding(gpu(0).bdf);
+    // Still listed (no uevent yet): enable tries again (the driver answers).
+    auto enabled = table.enable(select("0"));
+    ASSERT_TRUE(enabled);
+    EXPECT_EQ(*enabled, GpuTable::Actions{open_of(0)});
+    (void)table.open_failed(gpu(0).bdf, ENODEV, "being removed");
+    auto disabled = table.disable(select("0"));
+    ASSERT_TRUE(disabled);
+    EXPECT_EQ(*disabled, GpuTable::Actions{kSave});
+    EXPECT_EQ(table.find(gpu(0).bdf)->state, HoldState::Disabled);
+}
+
 TEST(GpuTable, GoneGpusAreReleasedAndForgotten) {
     GpuTable table;
     (void)table.gpu_present(gpu(0));

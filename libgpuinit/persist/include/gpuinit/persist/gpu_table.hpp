@@ -8,6 +8,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,7 +23,20 @@ enum class HoldState {
     WaitingForNode, // bound, but /dev/nvidiaN is not there yet (udev is making it)
     Disabled,       // the admin asked not to hold it
     Lost,           // the driver reported it lost (POLLHUP): released
+    Unbinding,      // the kernel unbinds or removes it: released so that can finish
 };
+
+// How often the held GPUs are checked while any is held. The driver reports
+// a lost GPU (POLLHUP) only to a poll of its file: it wakes nobody for it
+// (open-gpu-kernel-modules kernel-open/nvidia/nv.c nvidia_poll: no wait queue
+// for an O_NONBLOCK file, and only RM events wake one). And an unbind or
+// removal sends its uevent only after the driver's remove returned, which
+// waits while the GPU is held (nv-pci.c nv_pci_remove). So a lost GPU is
+// released, and a waiting removal goes on, at most this long after it
+// began; an idle daemon wakes 60 s / this many times a minute.
+inline constexpr std::chrono::seconds kHeldCheckInterval{30};
+static_assert(kHeldCheckInterval <= std::chrono::seconds(30), "noticed within 30 s");
+static_assert(std::chrono::seconds(60) / kHeldCheckInterval <= 2, "2 wakeups a minute at most");
 
 const char* hold_state_name(HoldState state);
 
@@ -72,8 +86,12 @@ class GpuTable {
     // The results of an Open action.
     Actions open_succeeded(std::string_view bdf);
     Actions open_failed(std::string_view bdf, int code, std::string message);
-    // A held fd reported POLLHUP or POLLERR.
+    // A held fd reported POLLHUP or POLLERR when polled: released as lost.
     Actions hangup(std::string_view bdf);
+    // A held GPU's sysfs device lost its driver link: the kernel unbinds or
+    // removes it and the driver's remove waits for the last close. Nobody
+    // can open it any more, so holding it only blocks the admin: released.
+    Actions unbinding(std::string_view bdf);
     // /dev changed: GPUs waiting for their node are tried again.
     Actions nodes_changed();
     // The admin's requests; `selector` empty means every GPU. An error when
@@ -89,6 +107,9 @@ class GpuTable {
     bool settled() const;
     size_t count(HoldState state) const;
     bool any_waiting_for_node() const { return count(HoldState::WaitingForNode) > 0; }
+    // The held GPUs are checked (every kHeldCheckInterval) only while there
+    // are any: with none, nothing wakes the daemon.
+    bool needs_checks() const { return count(HoldState::Held) > 0; }
 
   private:
     HeldGpu* find_mutable(std::string_view bdf);
