@@ -165,6 +165,90 @@ class PersistDaemonTest : public ::testing::Test {
 
 } // namespace
 
+namespace {
+
+// The seed machine: an A100 at 0001:00:00.0, with the files the driver
+// makes for a PCIe GPU (information, registry, power; a real H100's
+// 0000:00:06.0 has just these), plus `extra` beside them.
+std::string seed_machine(const testing::TempDir& dir, const char* extra) {
+    testing::FakeMachine machine;
+    testing::FakePciFunction gpu;
+    gpu.bdf = "0001:00:00.0";
+    gpu.minor = 0;
+    gpu.uuid = testing::fake_uuid(0);
+    machine.pci.push_back(gpu);
+    machine.groups.push_back("nvidia0");
+    EXPECT_TRUE(testing::write_fixture(machine, dir.path()));
+    std::string gpu_dir = dir / "proc/driver/nvidia/gpus/0001:00:00.0";
+    for (const char* name : {"registry", "power", extra}) {
+        if (name != nullptr) {
+            int fd = ::open((gpu_dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0444);
+            EXPECT_GE(fd, 0) << name;
+            ::close(fd);
+        }
+    }
+    return dir.path();
+}
+
+// Runs gpu-persist on `root` until it publishes its status (then stops it)
+// or exits; its exit status, and its stderr in `log`.
+int start_and_stop(const std::string& root, std::string& log) {
+    std::string log_path = root + "/stderr.log";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(out, 2);
+        int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 1);
+        ::execl(GPU_PERSIST_BIN, "gpu-persist", "--root", root.c_str(), "--no-hotplug",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 500; ++i) {
+        if (::waitpid(pid, &status, WNOHANG) == pid) {
+            break;
+        }
+        if (::access((root + "/run/gpu-persist/status").c_str(), F_OK) == 0) {
+            ::kill(pid, SIGTERM);
+            ::waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    char buffer[4096] = {};
+    int fd = ::open(log_path.c_str(), O_RDONLY);
+    ssize_t got = fd >= 0 ? ::read(fd, buffer, sizeof(buffer) - 1) : -1;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    log.assign(buffer, got > 0 ? static_cast<size_t>(got) : 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+} // namespace
+
+// The driver makes numa_status only for a GPU whose memory the platform
+// onlines as NUMA memory (open-gpu-kernel-modules 580.142 nv-procfs.c
+// nv_procfs_add_gpu, nv-pci.c nv_init_coherent_link_info: self-hosted,
+// coherent GPUs on aarch64), never for a PCIe one; nvidia-persistenced
+// logs "NUMA memory onlined" for every GPU, NUMA or not (nvidia-numa.c).
+TEST(PersistDaemonStart, HoldsThePlainPcieSeedMachine) {
+    testing::TempDir dir;
+    std::string log;
+    EXPECT_EQ(start_and_stop(seed_machine(dir, nullptr), log), 0) << log;
+    EXPECT_EQ(log.find("numa_status"), std::string::npos) << log;
+}
+
+TEST(PersistDaemonStart, RefusesACoherentMemoryMachine) {
+    testing::TempDir dir;
+    std::string log;
+    EXPECT_EQ(start_and_stop(seed_machine(dir, "numa_status"), log), 3);
+    EXPECT_NE(log.find("0001:00:00.0/numa_status exists"), std::string::npos) << log;
+    EXPECT_NE(log.find("nvidia-persistenced"), std::string::npos) << log;
+    EXPECT_NE(::access((dir / "run/gpu-persist/status").c_str(), F_OK), 0);
+}
+
 TEST_F(PersistDaemonTest, AnswersStatusAndStopsCleanly) {
     auto root = Sysroot::open(dir_.path());
     ASSERT_TRUE(root);
