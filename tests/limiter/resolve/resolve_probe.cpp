@@ -522,7 +522,9 @@ int run_getproc() {
     spot("cuGetProcAddress", 11080, CU_GET_PROC_ADDRESS_DEFAULT, "cuGetProcAddress");
     spot("cuGetProcAddress", 12040, CU_GET_PROC_ADDRESS_DEFAULT, "cuGetProcAddress_v2");
     spot("cuGraphInstantiate", 11080, CU_GET_PROC_ADDRESS_DEFAULT, "cuGraphInstantiate_v2");
-    spot("cuGraphInstantiate", 13000, CU_GET_PROC_ADDRESS_DEFAULT, "cuGraphInstantiateWithFlags");
+    // A real driver (580.159.04) answers cuGraphInstantiate_v2 here, not
+    // cuGraphInstantiateWithFlags (cuda.h 12's macro for the name).
+    spot("cuGraphInstantiate", 13000, CU_GET_PROC_ADDRESS_DEFAULT, "cuGraphInstantiate_v2");
     expect(on == (replaced > 0), "replaced " + std::to_string(replaced) +
                                      " pointers with the switch " + (on ? "on" : "off"));
     return g_failures == 0 ? 0 : 1;

@@ -3368,11 +3368,19 @@ STANDIN_EXPORT CUresult cuGetExportTable(const void** ppExportTable, const CUuui
 //                 its own name with dlsym only), >= 13000 -> cuCtxCreate_v4
 //                 (CUDA 13's cuda.h maps cuCtxCreate to it)
 //   cuGetProcAddress: < 12000 -> cuGetProcAddress, >= 12000 -> _v2
-//   cuGraphInstantiate: 11000 -> _v2, >= 12000 -> cuGraphInstantiateWithFlags
+//   cuGraphInstantiate: 11000 -> _v2, also at 12000 and later, where cuda.h's
+//                 macro maps the name to cuGraphInstantiateWithFlags: the
+//                 driver does not (the 10000 variant is not simulated)
 //   cuDeviceGetUuid: 9020 -> cuDeviceGetUuid, >= 11040 -> _v2
 // A name with no row: CUDA_ERROR_NOT_FOUND and SYMBOL_NOT_FOUND; a name whose
 // rows are all newer than cudaVersion: CUDA_ERROR_NOT_FOUND and
-// VERSION_NOT_SUFFICIENT.
+// VERSION_NOT_SUFFICIENT. Flags 0 (DEFAULT) give the legacy variants, as
+// LEGACY_STREAM does. The rows of the symbols libgpulimit hooks were checked
+// against the PFN_<name>_v<version>[_ptsz] typedefs of CUDA 12.6.3's
+// cudaTypedefs.h (github.com/zspace/system.cuda-12.6, include/cudaTypedefs.h,
+// commit b3d92c837713411301ae5df45b0c7758df7d931e) and against a real
+// driver's answers (H100, driver 580.159.04: each of them at cudaVersion
+// 3020 to 13000, flags 0, 1 and 2); the other rows were not.
 
 STANDIN_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                          cuuint64_t flags);
@@ -3556,7 +3564,6 @@ const Proc kProcs[] = {
     ROW(cuGraphCreate, 10000, cuGraphCreate),
     ROW(cuGraphDestroy, 10000, cuGraphDestroy),
     ROW(cuGraphInstantiate, 11000, cuGraphInstantiate_v2),
-    ROW(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags),
     ROW(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags),
     ROW(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams),
     PTROW(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams_ptsz),
