@@ -20,7 +20,13 @@
  *       8 GiB, 0000:1a:00.0; NVML lists them in PCI order, so reversed);
  *   GPULIMIT_STANDIN_DRIVER_VERSION (default 13000) for cuDriverGetVersion;
  *   GPULIMIT_STANDIN_TRACE=1: one stderr line per call, cuGetProcAddress
- *       request and cuGetExportTable request.
+ *       request and cuGetExportTable request;
+ *   GPULIMIT_STANDIN_INTERNAL_PROCS=1: cuGetProcAddress answers every request
+ *       with an internal pointer: not the export (dlsym gives another
+ *       address) but a hidden function that calls it, so calls still count
+ *       under the ABI name; =global: what the program's global scope binds
+ *       the ABI name to (with libgpulimit.so preloaded, its export). Anything else:
+ *       the exports, as real drivers do.
  *
  *   GPULIMIT_STANDIN_DIR: a directory shared by the processes of a test
  *       (not the CMake variable of the same name, which is where the
@@ -119,6 +125,12 @@ typedef unsigned long long (*gpulimit_standin_busy_ns_fn)(int ordinal, int pid,
 void* gpulimit_standin_timeline(void);
 typedef void* (*gpulimit_standin_timeline_fn)(void);
 #define GPULIMIT_STANDIN_TIMELINE "gpulimit_standin_timeline"
+
+/* The ABI name of the function at `function`, whether the export or the
+ * internal pointer cuGetProcAddress gives for it; NULL for anything else. */
+const char* gpulimit_standin_proc_name(const void* function);
+typedef const char* (*gpulimit_standin_proc_name_fn)(const void* function);
+#define GPULIMIT_STANDIN_PROC_NAME "gpulimit_standin_proc_name"
 
 /* The stand-in NVML's own counter (libnvidia-ml.so.1), by exported name. */
 unsigned long long gpulimit_standin_nvml_calls(const char* name);

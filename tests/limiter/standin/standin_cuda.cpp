@@ -13,7 +13,8 @@
 // per-stream worker threads, time-slice devices shared between processes and
 // are captured into graphs (standin_compute.hpp, standin_control.h).
 //
-// cuGetProcAddress / _v2 follow the driver's rules (see kProcs below), and
+// cuGetProcAddress / _v2 follow the driver's rules (see kProcs below), with
+// GPULIMIT_STANDIN_INTERNAL_PROCS=1 answering internal pointers, and
 // cuGetExportTable answers the five private tables that cudart 11.8 cannot
 // start without (see "Private export tables" below).
 //
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
 #include <mutex>
 #include <pthread.h>
@@ -3381,6 +3383,17 @@ STANDIN_EXPORT CUresult cuGetExportTable(const void** ppExportTable, const CUuui
 // commit b3d92c837713411301ae5df45b0c7758df7d931e) and against a real
 // driver's answers (H100, driver 580.159.04: each of them at cudaVersion
 // 3020 to 13000, flags 0, 1 and 2); the other rows were not.
+//
+// GPULIMIT_STANDIN_INTERNAL_PROCS=1: every successful answer is an internal
+// pointer instead of the export: a function of this library that is not
+// exported (a different address from dlsym's) and calls the exported one, so
+// calls still count under the ABI name. A real driver has not been seen to do
+// this (driver 580 answers with its exports), but nothing promises it does
+// not: libgpulimit must cap such callers too (tests/limiter).
+// GPULIMIT_STANDIN_INTERNAL_PROCS=global: every answer is what the program's
+// global scope binds the ABI name to, as from a driver whose table of
+// functions goes through its own GOT: with libgpulimit.so preloaded, its
+// exports. libgpulimit must not wrap those a second time.
 
 STANDIN_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                          cuuint64_t flags);
@@ -3394,14 +3407,32 @@ struct Proc {
     int version;
     bool per_thread;
     void* fn;
+    void* internal; // the same function at an address dlsym does not give
     const char* abi_name;
 };
 
+// A second entry to an exported function: hidden, so not a symbol, and a
+// function of its own, so another address.
+template <auto Function, typename = decltype(Function)>
+struct Internal;
+template <auto Function, typename Result, typename... Args>
+struct Internal<Function, Result (*)(Args...)> {
+    static Result call(Args... args) { return Function(args...); }
+};
+
+template <auto Function>
+Proc row(const char* name, int version, bool per_thread, const char* abi_name) {
+    return {name,
+            version,
+            per_thread,
+            reinterpret_cast<void*>(Function),
+            reinterpret_cast<void*>(&Internal<Function>::call),
+            abi_name};
+}
+
 // NOLINTBEGIN(bugprone-macro-parentheses): stringized names and &function
-#define ROW(name, version, abi)                                                                    \
-    { #name, version, false, reinterpret_cast < void*>(&abi), #abi }
-#define PTROW(name, version, abi)                                                                  \
-    { #name, version, true, reinterpret_cast < void*>(&abi), #abi }
+#define ROW(name, version, abi) row<&abi>(#name, version, false, #abi)
+#define PTROW(name, version, abi) row<&abi>(#name, version, true, #abi)
 
 const Proc kProcs[] = {
     ROW(cuGetProcAddress, 11030, cuGetProcAddress),
@@ -3581,6 +3612,30 @@ const Proc kProcs[] = {
 #undef PTROW
 // NOLINTEND(bugprone-macro-parentheses)
 
+enum class Answers { exports, internal, global };
+
+// Read at every request, so that a test may switch it in-process.
+Answers answers() {
+    const char* v = std::getenv("GPULIMIT_STANDIN_INTERNAL_PROCS");
+    if (v != nullptr && std::strcmp(v, "1") == 0) {
+        return Answers::internal;
+    }
+    if (v != nullptr && std::strcmp(v, "global") == 0) {
+        return Answers::global;
+    }
+    return Answers::exports;
+}
+
+// What the program's global scope binds the ABI name to (dlsym on the
+// program's own handle: not RTLD_DEFAULT, which from this -Bsymbolic library
+// would find this library first): an interposer's export when one is
+// preloaded, else the export.
+void* global_binding(const Proc& p) {
+    void* program = dlopen(nullptr, RTLD_LAZY);
+    void* bound = program != nullptr ? dlsym(program, p.abi_name) : nullptr;
+    return bound != nullptr ? bound : p.fn;
+}
+
 CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status) {
     if (status != nullptr) {
@@ -3621,15 +3676,30 @@ CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuin
         }
         return CUDA_ERROR_NOT_FOUND;
     }
-    trace("cuGetProcAddress(%s, %d, %llu) -> %s", symbol, cudaVersion,
-          static_cast<unsigned long long>(flags), best->abi_name);
-    *pfn = best->fn;
+    const Answers mode = answers();
+    trace("cuGetProcAddress(%s, %d, %llu) -> %s%s", symbol, cudaVersion,
+          static_cast<unsigned long long>(flags), best->abi_name,
+          mode == Answers::internal ? " (internal)"
+          : mode == Answers::global ? " (global binding)"
+                                    : "");
+    *pfn = mode == Answers::internal ? best->internal
+           : mode == Answers::global ? global_binding(*best)
+                                     : best->fn;
     if (status != nullptr) {
         *status = CU_GET_PROC_ADDRESS_SUCCESS;
     }
     return CUDA_SUCCESS;
 }
 } // namespace
+
+STANDIN_EXPORT const char* gpulimit_standin_proc_name(const void* function) {
+    for (const Proc& p : kProcs) {
+        if (function != nullptr && (function == p.fn || function == p.internal)) {
+            return p.abi_name;
+        }
+    }
+    return nullptr;
+}
 
 STANDIN_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                          cuuint64_t flags) {

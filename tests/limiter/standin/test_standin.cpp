@@ -36,9 +36,10 @@ struct ProbeRun {
     const Line& step(size_t index) const { return lines.at(index); }
 };
 
-ProbeRun run_probe(const std::string& steps) {
+// `env`: variables for the probe's environment ("NAME=value ").
+ProbeRun run_probe(const std::string& steps, const std::string& env = "") {
     ProbeRun run;
-    const std::string command = std::string(GPULIMIT_CUDART_PROBE) + " " + steps;
+    const std::string command = env + GPULIMIT_CUDART_PROBE + " " + steps;
     FILE* out = popen(command.c_str(), "r");
     if (out == nullptr) {
         return run;
@@ -65,7 +66,7 @@ unsigned long long number(const Line& line, const char* key) {
     return it == line.end() ? ~0ULL : std::stoull(it->second);
 }
 
-TEST(StandinCudart, EveryStepOfTheRealRuntimeSucceeds) {
+void every_step_succeeds(const std::string& env) {
     const ProbeRun run = run_probe(
         "count meminfo malloc 4194304 meminfo pitch 1000 300 managed 1048576 meminfo "
         "async 8388608 pool-reserved pool-alloc 3000000 pool-reserved free sync pool-reserved "
@@ -73,7 +74,8 @@ TEST(StandinCudart, EveryStepOfTheRealRuntimeSucceeds) {
         "calls cuGetProcAddress calls cuMemAlloc_v2 calls cuMemAllocPitch_v2 calls "
         "cuMemAllocManaged "
         "calls cuMemAllocAsync calls cuMemAllocFromPoolAsync calls cuArray3DCreate_v2 "
-        "free-all sync meminfo pool-destroy");
+        "free-all sync meminfo pool-destroy",
+        env);
     ASSERT_EQ(run.status, 0);
     ASSERT_EQ(run.lines.size(), 31U);
     for (const Line& line : run.lines) {
@@ -107,6 +109,16 @@ TEST(StandinCudart, EveryStepOfTheRealRuntimeSucceeds) {
     }
     EXPECT_EQ(number(run.step(27), "freed"), 6U);
     EXPECT_EQ(number(run.step(29), "free"), total);
+}
+
+TEST(StandinCudart, EveryStepOfTheRealRuntimeSucceeds) {
+    every_step_succeeds("");
+}
+
+// cudart works as well over internal pointers, and every call still counts
+// under its ABI name.
+TEST(StandinCudart, EveryStepSucceedsOverInternalProcAddresses) {
+    every_step_succeeds("GPULIMIT_STANDIN_INTERNAL_PROCS=1 ");
 }
 
 TEST(StandinCudart, OutOfMemoryIsPrintedNotFatal) {
@@ -187,6 +199,51 @@ TEST_F(StandinDriver, ProcAddressPicksTheNewestVariantNotNewerThanAsked) {
                   "cuMemGetInfo", &p, 12000, 0),
               CUDA_SUCCESS);
     EXPECT_EQ(p, dlsym(lib(), "cuMemGetInfo_v2"));
+}
+
+// GPULIMIT_STANDIN_INTERNAL_PROCS=1: the same variant, at an address that is
+// not the export's, which reaches the export (counted under its name).
+TEST_F(StandinDriver, ProcAddressInternalPointers) {
+    auto gpa =
+        fn<CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*)>(
+            "cuGetProcAddress_v2");
+    auto name = fn<gpulimit_standin_proc_name_fn>(GPULIMIT_STANDIN_PROC_NAME);
+    auto calls = fn<gpulimit_standin_calls_fn>(GPULIMIT_STANDIN_CALLS);
+    ASSERT_NE(name, nullptr);
+    struct Case {
+        const char* symbol;
+        cuuint64_t flags;
+        const char* abi;
+    };
+    for (const Case& c : {Case{"cuMemAlloc", 0, "cuMemAlloc_v2"},
+                          Case{"cuMemAllocAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                               "cuMemAllocAsync_ptsz"},
+                          Case{"cuGetProcAddress", 0, "cuGetProcAddress_v2"}}) {
+        void* exported = nullptr;
+        void* internal = nullptr;
+        ASSERT_EQ(gpa(c.symbol, &exported, 12000, c.flags, nullptr), CUDA_SUCCESS);
+        setenv("GPULIMIT_STANDIN_INTERNAL_PROCS", "1", 1);
+        const CUresult result = gpa(c.symbol, &internal, 12000, c.flags, nullptr);
+        unsetenv("GPULIMIT_STANDIN_INTERNAL_PROCS");
+        ASSERT_EQ(result, CUDA_SUCCESS) << c.symbol;
+        EXPECT_EQ(exported, dlsym(lib(), c.abi)) << c.symbol;
+        EXPECT_NE(internal, exported) << c.symbol;
+        Dl_info info{};
+        EXPECT_TRUE(dladdr(internal, &info) == 0 || info.dli_saddr != internal)
+            << c.symbol << ": the internal pointer is an exported symbol";
+        EXPECT_STREQ(name(internal), c.abi);
+        EXPECT_STREQ(name(exported), c.abi);
+    }
+    EXPECT_EQ(name(reinterpret_cast<void*>(&dlsym)), nullptr);
+    void* internal = nullptr;
+    setenv("GPULIMIT_STANDIN_INTERNAL_PROCS", "1", 1);
+    ASSERT_EQ(gpa("cuDeviceTotalMem", &internal, 12000, 0, nullptr), CUDA_SUCCESS);
+    unsetenv("GPULIMIT_STANDIN_INTERNAL_PROCS");
+    const unsigned long long before = calls("cuDeviceTotalMem_v2");
+    size_t total = 0;
+    EXPECT_EQ(reinterpret_cast<CUresult (*)(size_t*, CUdevice)>(internal)(&total, 0), CUDA_SUCCESS);
+    EXPECT_EQ(calls("cuDeviceTotalMem_v2"), before + 1);
+    EXPECT_EQ(total, 16ULL << 30);
 }
 
 TEST_F(StandinDriver, ProcAddressPerThreadFlag) {
