@@ -76,7 +76,7 @@ CUresult charge_created(Runtime& runtime, DeviceInfo& device, Kind kind, uint64_
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle,
+CUresult gpulimit::hook::cuArrayCreate_v2(cuArrayCreate_v2_fn self, CUarray* pHandle,
                                           const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
@@ -85,9 +85,9 @@ GPULIMIT_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle,
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || pHandle == nullptr || pAllocateArray == nullptr ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuArrayCreate_v2, pHandle, pAllocateArray);
+        return GPULIMIT_CALL_SELF(pHandle, pAllocateArray);
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuArrayCreate_v2, pHandle, pAllocateArray);
+    const CUresult result = GPULIMIT_CALL_SELF(pHandle, pAllocateArray);
     if (result != CUDA_SUCCESS) {
         return result;
     }
@@ -99,7 +99,7 @@ GPULIMIT_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle,
                           [&] { GPULIMIT_CALL_REAL(cuArrayDestroy, array); });
 }
 
-GPULIMIT_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle,
+CUresult gpulimit::hook::cuArray3DCreate_v2(cuArray3DCreate_v2_fn self, CUarray* pHandle,
                                             const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
@@ -108,9 +108,9 @@ GPULIMIT_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle,
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || pHandle == nullptr || pAllocateArray == nullptr ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuArray3DCreate_v2, pHandle, pAllocateArray);
+        return GPULIMIT_CALL_SELF(pHandle, pAllocateArray);
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuArray3DCreate_v2, pHandle, pAllocateArray);
+    const CUresult result = GPULIMIT_CALL_SELF(pHandle, pAllocateArray);
     if (result != CUDA_SUCCESS) {
         return result;
     }
@@ -122,19 +122,20 @@ GPULIMIT_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle,
                           [&] { GPULIMIT_CALL_REAL(cuArrayDestroy, array); });
 }
 
-GPULIMIT_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
+CUresult gpulimit::hook::cuArrayDestroy(cuArrayDestroy_fn self, CUarray hArray) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || hArray == nullptr) {
-        return GPULIMIT_CALL_REAL(cuArrayDestroy, hArray);
+        return GPULIMIT_CALL_SELF(hArray);
     }
     return gpulimit::forget(*runtime, Kind::Array, reinterpret_cast<uint64_t>(hArray),
-                            [&] { return GPULIMIT_CALL_REAL(cuArrayDestroy, hArray); });
+                            [&] { return GPULIMIT_CALL_SELF(hArray); });
 }
 
-GPULIMIT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
+CUresult gpulimit::hook::cuMipmappedArrayCreate(cuMipmappedArrayCreate_fn self,
+                                                CUmipmappedArray* pHandle,
                                                 const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
                                                 unsigned int numMipmapLevels) {
     Runtime* runtime = nullptr;
@@ -144,11 +145,9 @@ GPULIMIT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || pHandle == nullptr || pMipmappedArrayDesc == nullptr ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMipmappedArrayCreate, pHandle, pMipmappedArrayDesc,
-                                  numMipmapLevels);
+        return GPULIMIT_CALL_SELF(pHandle, pMipmappedArrayDesc, numMipmapLevels);
     }
-    const CUresult result =
-        GPULIMIT_CALL_REAL(cuMipmappedArrayCreate, pHandle, pMipmappedArrayDesc, numMipmapLevels);
+    const CUresult result = GPULIMIT_CALL_SELF(pHandle, pMipmappedArrayDesc, numMipmapLevels);
     if (result != CUDA_SUCCESS) {
         return result;
     }
@@ -162,15 +161,15 @@ GPULIMIT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
                           size, [&] { GPULIMIT_CALL_REAL(cuMipmappedArrayDestroy, array); });
 }
 
-GPULIMIT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+CUresult gpulimit::hook::cuMipmappedArrayDestroy(cuMipmappedArrayDestroy_fn self,
+                                                 CUmipmappedArray hMipmappedArray) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || hMipmappedArray == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMipmappedArrayDestroy, hMipmappedArray);
+        return GPULIMIT_CALL_SELF(hMipmappedArray);
     }
-    return gpulimit::forget(
-        *runtime, Kind::Mipmapped, reinterpret_cast<uint64_t>(hMipmappedArray),
-        [&] { return GPULIMIT_CALL_REAL(cuMipmappedArrayDestroy, hMipmappedArray); });
+    return gpulimit::forget(*runtime, Kind::Mipmapped, reinterpret_cast<uint64_t>(hMipmappedArray),
+                            [&] { return GPULIMIT_CALL_SELF(hMipmappedArray); });
 }

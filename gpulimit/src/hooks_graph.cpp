@@ -42,48 +42,48 @@ CUresult gated_then_reconcile(CUstream stream, bool per_thread, RealCall&& real_
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+CUresult gpulimit::hook::cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn self,
+                                                     CUgraphExec* phGraphExec, CUgraph hGraph,
                                                      unsigned long long flags) {
-    return then_reconcile([&] {
-        return GPULIMIT_CALL_REAL(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags);
-    });
+    return then_reconcile([&] { return GPULIMIT_CALL_SELF(phGraphExec, hGraph, flags); });
 }
 
-GPULIMIT_EXPORT CUresult cuGraphInstantiateWithParams(
-    CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
-    return then_reconcile([&] {
-        return GPULIMIT_CALL_REAL(cuGraphInstantiateWithParams, phGraphExec, hGraph,
-                                  instantiateParams);
-    });
+CUresult
+gpulimit::hook::cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn self,
+                                             CUgraphExec* phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+    return then_reconcile(
+        [&] { return GPULIMIT_CALL_SELF(phGraphExec, hGraph, instantiateParams); });
 }
 
-GPULIMIT_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(
-    CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
-    return then_reconcile([&] {
-        return GPULIMIT_CALL_REAL(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph,
-                                  instantiateParams);
-    });
+CUresult gpulimit::hook::cuGraphInstantiateWithParams_ptsz(
+    cuGraphInstantiateWithParams_ptsz_fn self, CUgraphExec* phGraphExec, CUgraph hGraph,
+    CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+    return then_reconcile(
+        [&] { return GPULIMIT_CALL_SELF(phGraphExec, hGraph, instantiateParams); });
 }
 
-GPULIMIT_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
+CUresult gpulimit::hook::cuGraphInstantiate_v2(cuGraphInstantiate_v2_fn self,
+                                               CUgraphExec* phGraphExec, CUgraph hGraph,
                                                CUgraphNode* phErrorNode, char* logBuffer,
                                                size_t bufferSize) {
     return then_reconcile([&] {
-        return GPULIMIT_CALL_REAL(cuGraphInstantiate_v2, phGraphExec, hGraph, phErrorNode,
-                                  logBuffer, bufferSize);
+        return GPULIMIT_CALL_SELF(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
     });
 }
 
-GPULIMIT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-    return gated_then_reconcile(
-        hStream, false, [&] { return GPULIMIT_CALL_REAL(cuGraphLaunch, hGraphExec, hStream); });
+CUresult gpulimit::hook::cuGraphLaunch(cuGraphLaunch_fn self, CUgraphExec hGraphExec,
+                                       CUstream hStream) {
+    return gated_then_reconcile(hStream, false,
+                                [&] { return GPULIMIT_CALL_SELF(hGraphExec, hStream); });
 }
 
-GPULIMIT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-    return gated_then_reconcile(
-        hStream, true, [&] { return GPULIMIT_CALL_REAL(cuGraphLaunch_ptsz, hGraphExec, hStream); });
+CUresult gpulimit::hook::cuGraphLaunch_ptsz(cuGraphLaunch_ptsz_fn self, CUgraphExec hGraphExec,
+                                            CUstream hStream) {
+    return gated_then_reconcile(hStream, true,
+                                [&] { return GPULIMIT_CALL_SELF(hGraphExec, hStream); });
 }
 
-GPULIMIT_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
-    return then_reconcile([&] { return GPULIMIT_CALL_REAL(cuDeviceGraphMemTrim, device); });
+CUresult gpulimit::hook::cuDeviceGraphMemTrim(cuDeviceGraphMemTrim_fn self, CUdevice device) {
+    return then_reconcile([&] { return GPULIMIT_CALL_SELF(device); });
 }

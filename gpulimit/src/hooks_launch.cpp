@@ -68,66 +68,62 @@ CUresult gated(CUstream stream, bool per_thread, RealCall&& real_call) {
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                        unsigned int gridDimZ, unsigned int blockDimX,
-                                        unsigned int blockDimY, unsigned int blockDimZ,
-                                        unsigned int sharedMemBytes, CUstream hStream,
-                                        void** kernelParams, void** extra) {
+CUresult gpulimit::hook::cuLaunchKernel(cuLaunchKernel_fn self, CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void** kernelParams, void** extra) {
     return gated(hStream, false, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams,
-                                  extra);
+        return GPULIMIT_CALL_SELF(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                  sharedMemBytes, hStream, kernelParams, extra);
     });
 }
 
-GPULIMIT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                             unsigned int gridDimY, unsigned int gridDimZ,
-                                             unsigned int blockDimX, unsigned int blockDimY,
-                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                             CUstream hStream, void** kernelParams, void** extra) {
+CUresult gpulimit::hook::cuLaunchKernel_ptsz(cuLaunchKernel_ptsz_fn self, CUfunction f,
+                                             unsigned int gridDimX, unsigned int gridDimY,
+                                             unsigned int gridDimZ, unsigned int blockDimX,
+                                             unsigned int blockDimY, unsigned int blockDimZ,
+                                             unsigned int sharedMemBytes, CUstream hStream,
+                                             void** kernelParams, void** extra) {
     return gated(hStream, true, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams,
-                                  extra);
+        return GPULIMIT_CALL_SELF(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                  sharedMemBytes, hStream, kernelParams, extra);
     });
 }
 
-GPULIMIT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
-                                          void** kernelParams, void** extra) {
+CUresult gpulimit::hook::cuLaunchKernelEx(cuLaunchKernelEx_fn self, const CUlaunchConfig* config,
+                                          CUfunction f, void** kernelParams, void** extra) {
     // A null config is the driver's error to report; the gate then has no
     // stream to look at and uses the default one.
-    return gated(config != nullptr ? config->hStream : nullptr, false, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchKernelEx, config, f, kernelParams, extra);
-    });
+    return gated(config != nullptr ? config->hStream : nullptr, false,
+                 [&] { return GPULIMIT_CALL_SELF(config, f, kernelParams, extra); });
 }
 
-GPULIMIT_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+CUresult gpulimit::hook::cuLaunchKernelEx_ptsz(cuLaunchKernelEx_ptsz_fn self,
+                                               const CUlaunchConfig* config, CUfunction f,
                                                void** kernelParams, void** extra) {
-    return gated(config != nullptr ? config->hStream : nullptr, true, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
-    });
+    return gated(config != nullptr ? config->hStream : nullptr, true,
+                 [&] { return GPULIMIT_CALL_SELF(config, f, kernelParams, extra); });
 }
 
-GPULIMIT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
-                                                   unsigned int gridDimY, unsigned int gridDimZ,
-                                                   unsigned int blockDimX, unsigned int blockDimY,
-                                                   unsigned int blockDimZ,
+CUresult gpulimit::hook::cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn self, CUfunction f,
+                                                   unsigned int gridDimX, unsigned int gridDimY,
+                                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                                   unsigned int blockDimY, unsigned int blockDimZ,
                                                    unsigned int sharedMemBytes, CUstream hStream,
                                                    void** kernelParams) {
     return gated(hStream, false, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ,
-                                  blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                                  kernelParams);
+        return GPULIMIT_CALL_SELF(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                  sharedMemBytes, hStream, kernelParams);
     });
 }
 
-GPULIMIT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(
-    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-    unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {
+CUresult gpulimit::hook::cuLaunchCooperativeKernel_ptsz(
+    cuLaunchCooperativeKernel_ptsz_fn self, CUfunction f, unsigned int gridDimX,
+    unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {
     return gated(hStream, true, [&] {
-        return GPULIMIT_CALL_REAL(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ,
-                                  blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                                  kernelParams);
+        return GPULIMIT_CALL_SELF(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                  sharedMemBytes, hStream, kernelParams);
     });
 }

@@ -71,7 +71,7 @@ CUresult counted(Runtime& runtime, DeviceInfo& device, uint64_t size, RealAlloc&
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+CUresult gpulimit::hook::cuMemAlloc_v2(cuMemAlloc_v2_fn self, CUdeviceptr* dptr, size_t bytesize) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -79,19 +79,20 @@ GPULIMIT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || dptr == nullptr || bytesize == 0 ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+        return GPULIMIT_CALL_SELF(dptr, bytesize);
     }
     return counted(
         *runtime, *device, bytesize,
         [&](uint64_t& handle) {
-            const CUresult result = GPULIMIT_CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+            const CUresult result = GPULIMIT_CALL_SELF(dptr, bytesize);
             handle = *dptr;
             return result;
         },
         [](uint64_t handle) { GPULIMIT_CALL_REAL(cuMemFree_v2, handle); });
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+CUresult gpulimit::hook::cuMemAllocManaged(cuMemAllocManaged_fn self, CUdeviceptr* dptr,
+                                           size_t bytesize, unsigned int flags) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -99,20 +100,21 @@ GPULIMIT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || dptr == nullptr || bytesize == 0 ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemAllocManaged, dptr, bytesize, flags);
+        return GPULIMIT_CALL_SELF(dptr, bytesize, flags);
     }
     return counted(
         *runtime, *device, bytesize,
         [&](uint64_t& handle) {
-            const CUresult result = GPULIMIT_CALL_REAL(cuMemAllocManaged, dptr, bytesize, flags);
+            const CUresult result = GPULIMIT_CALL_SELF(dptr, bytesize, flags);
             handle = *dptr;
             return result;
         },
         [](uint64_t handle) { GPULIMIT_CALL_REAL(cuMemFree_v2, handle); });
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
-                                            size_t Height, unsigned int ElementSizeBytes) {
+CUresult gpulimit::hook::cuMemAllocPitch_v2(cuMemAllocPitch_v2_fn self, CUdeviceptr* dptr,
+                                            size_t* pPitch, size_t WidthInBytes, size_t Height,
+                                            unsigned int ElementSizeBytes) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -120,15 +122,14 @@ GPULIMIT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, s
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 ||
         Height == 0 || (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height,
-                                  ElementSizeBytes);
+        return GPULIMIT_CALL_SELF(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     }
     uint64_t handle = 0;
     return pitched(
         *runtime, *device, WidthInBytes, Height,
         [&](uint64_t& out, uint64_t& pitch) {
-            const CUresult result = GPULIMIT_CALL_REAL(cuMemAllocPitch_v2, dptr, pPitch,
-                                                       WidthInBytes, Height, ElementSizeBytes);
+            const CUresult result =
+                GPULIMIT_CALL_SELF(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
             out = *dptr;
             pitch = *pPitch;
             return result;
@@ -136,19 +137,19 @@ GPULIMIT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, s
         [](uint64_t ptr) { GPULIMIT_CALL_REAL(cuMemFree_v2, ptr); }, handle);
 }
 
-GPULIMIT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+CUresult gpulimit::hook::cuMemFree_v2(cuMemFree_v2_fn self, CUdeviceptr dptr) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || dptr == 0) {
-        return GPULIMIT_CALL_REAL(cuMemFree_v2, dptr);
+        return GPULIMIT_CALL_SELF(dptr);
     }
-    return gpulimit::forget(*runtime, Kind::Linear, dptr,
-                            [&] { return GPULIMIT_CALL_REAL(cuMemFree_v2, dptr); });
+    return gpulimit::forget(*runtime, Kind::Linear, dptr, [&] { return GPULIMIT_CALL_SELF(dptr); });
 }
 
-GPULIMIT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+CUresult gpulimit::hook::cuMemAlloc(cuMemAlloc_fn self, CUdeviceptr_v1* dptr,
+                                    unsigned int bytesize) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -156,12 +157,12 @@ GPULIMIT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize)
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || dptr == nullptr || bytesize == 0 ||
         (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemAlloc, dptr, bytesize);
+        return GPULIMIT_CALL_SELF(dptr, bytesize);
     }
     return counted(
         *runtime, *device, bytesize,
         [&](uint64_t& handle) {
-            const CUresult result = GPULIMIT_CALL_REAL(cuMemAlloc, dptr, bytesize);
+            const CUresult result = GPULIMIT_CALL_SELF(dptr, bytesize);
             handle = *dptr;
             return result;
         },
@@ -170,9 +171,9 @@ GPULIMIT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize)
         });
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
-                                         unsigned int WidthInBytes, unsigned int Height,
-                                         unsigned int ElementSizeBytes) {
+CUresult gpulimit::hook::cuMemAllocPitch(cuMemAllocPitch_fn self, CUdeviceptr_v1* dptr,
+                                         unsigned int* pPitch, unsigned int WidthInBytes,
+                                         unsigned int Height, unsigned int ElementSizeBytes) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -180,15 +181,14 @@ GPULIMIT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPi
     DeviceInfo* device = nullptr;
     if (runtime == nullptr || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 ||
         Height == 0 || (device = runtime->current()) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height,
-                                  ElementSizeBytes);
+        return GPULIMIT_CALL_SELF(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     }
     uint64_t handle = 0;
     return pitched(
         *runtime, *device, WidthInBytes, Height,
         [&](uint64_t& out, uint64_t& pitch) {
-            const CUresult result = GPULIMIT_CALL_REAL(cuMemAllocPitch, dptr, pPitch, WidthInBytes,
-                                                       Height, ElementSizeBytes);
+            const CUresult result =
+                GPULIMIT_CALL_SELF(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
             out = *dptr;
             pitch = *pPitch;
             return result;
@@ -197,14 +197,13 @@ GPULIMIT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPi
         handle);
 }
 
-GPULIMIT_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+CUresult gpulimit::hook::cuMemFree(cuMemFree_fn self, CUdeviceptr_v1 dptr) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || dptr == 0) {
-        return GPULIMIT_CALL_REAL(cuMemFree, dptr);
+        return GPULIMIT_CALL_SELF(dptr);
     }
-    return gpulimit::forget(*runtime, Kind::Linear, dptr,
-                            [&] { return GPULIMIT_CALL_REAL(cuMemFree, dptr); });
+    return gpulimit::forget(*runtime, Kind::Linear, dptr, [&] { return GPULIMIT_CALL_SELF(dptr); });
 }

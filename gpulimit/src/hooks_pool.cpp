@@ -122,15 +122,13 @@ CUresult pool_alloc(Runtime& runtime, CUdeviceptr* dptr, size_t bytesize, CUmemo
     return result;
 }
 
-CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
+// cuMemFreeAsync and its _ptsz variant (one ABI): self is the variant's.
+CUresult free_async(gpulimit::hook::cuMemFreeAsync_fn self, CUdeviceptr dptr, CUstream stream) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const auto real_free = [&] {
-        return per_thread ? GPULIMIT_CALL_REAL(cuMemFreeAsync_ptsz, dptr, stream)
-                          : GPULIMIT_CALL_REAL(cuMemFreeAsync, dptr, stream);
-    };
+    const auto real_free = [&] { return GPULIMIT_CALL_SELF(dptr, stream); };
     if (runtime == nullptr || dptr == 0) {
         return real_free();
     }
@@ -141,79 +139,77 @@ CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+CUresult gpulimit::hook::cuMemAllocAsync(cuMemAllocAsync_fn self, CUdeviceptr* dptr,
+                                         size_t bytesize, CUstream hStream) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const auto real_alloc = [&] {
-        return GPULIMIT_CALL_REAL(cuMemAllocAsync, dptr, bytesize, hStream);
-    };
+    const auto real_alloc = [&] { return GPULIMIT_CALL_SELF(dptr, bytesize, hStream); };
     if (runtime == nullptr) {
         return real_alloc();
     }
     return pool_alloc(*runtime, dptr, bytesize, nullptr, hStream, false, real_alloc);
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
-                                              CUstream hStream) {
+CUresult gpulimit::hook::cuMemAllocAsync_ptsz(cuMemAllocAsync_ptsz_fn self, CUdeviceptr* dptr,
+                                              size_t bytesize, CUstream hStream) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const auto real_alloc = [&] {
-        return GPULIMIT_CALL_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-    };
+    const auto real_alloc = [&] { return GPULIMIT_CALL_SELF(dptr, bytesize, hStream); };
     if (runtime == nullptr) {
         return real_alloc();
     }
     return pool_alloc(*runtime, dptr, bytesize, nullptr, hStream, true, real_alloc);
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
-                                                 CUmemoryPool pool, CUstream hStream) {
+CUresult gpulimit::hook::cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn self, CUdeviceptr* dptr,
+                                                 size_t bytesize, CUmemoryPool pool,
+                                                 CUstream hStream) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const auto real_alloc = [&] {
-        return GPULIMIT_CALL_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream);
-    };
+    const auto real_alloc = [&] { return GPULIMIT_CALL_SELF(dptr, bytesize, pool, hStream); };
     if (runtime == nullptr || pool == nullptr) {
         return real_alloc();
     }
     return pool_alloc(*runtime, dptr, bytesize, pool, hStream, false, real_alloc);
 }
 
-GPULIMIT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+CUresult gpulimit::hook::cuMemAllocFromPoolAsync_ptsz(cuMemAllocFromPoolAsync_ptsz_fn self,
+                                                      CUdeviceptr* dptr, size_t bytesize,
                                                       CUmemoryPool pool, CUstream hStream) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const auto real_alloc = [&] {
-        return GPULIMIT_CALL_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream);
-    };
+    const auto real_alloc = [&] { return GPULIMIT_CALL_SELF(dptr, bytesize, pool, hStream); };
     if (runtime == nullptr || pool == nullptr) {
         return real_alloc();
     }
     return pool_alloc(*runtime, dptr, bytesize, pool, hStream, true, real_alloc);
 }
 
-GPULIMIT_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-    return free_async(dptr, hStream, false);
+CUresult gpulimit::hook::cuMemFreeAsync(cuMemFreeAsync_fn self, CUdeviceptr dptr,
+                                        CUstream hStream) {
+    return free_async(self, dptr, hStream);
 }
 
-GPULIMIT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-    return free_async(dptr, hStream, true);
+CUresult gpulimit::hook::cuMemFreeAsync_ptsz(cuMemFreeAsync_ptsz_fn self, CUdeviceptr dptr,
+                                             CUstream hStream) {
+    return free_async(self, dptr, hStream);
 }
 
-GPULIMIT_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+CUresult gpulimit::hook::cuMemPoolCreate(cuMemPoolCreate_fn self, CUmemoryPool* pool,
+                                         const CUmemPoolProps* poolProps) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuMemPoolCreate, pool, poolProps);
+    const CUresult result = GPULIMIT_CALL_SELF(pool, poolProps);
     if (runtime == nullptr || result != CUDA_SUCCESS || pool == nullptr || poolProps == nullptr ||
         poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
         return result; // host pools hold no device memory
@@ -226,25 +222,26 @@ GPULIMIT_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProp
     return result;
 }
 
-GPULIMIT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+CUresult gpulimit::hook::cuMemPoolDestroy(cuMemPoolDestroy_fn self, CUmemoryPool pool) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || pool == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemPoolDestroy, pool);
+        return GPULIMIT_CALL_SELF(pool);
     }
     PoolsLocked lock(*runtime);
     return gpulimit::forget(*runtime, Kind::Pool, reinterpret_cast<uint64_t>(pool),
-                            [&] { return GPULIMIT_CALL_REAL(cuMemPoolDestroy, pool); });
+                            [&] { return GPULIMIT_CALL_SELF(pool); });
 }
 
-GPULIMIT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+CUresult gpulimit::hook::cuMemPoolTrimTo(cuMemPoolTrimTo_fn self, CUmemoryPool pool,
+                                         size_t minBytesToKeep) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuMemPoolTrimTo, pool, minBytesToKeep);
+    const CUresult result = GPULIMIT_CALL_SELF(pool, minBytesToKeep);
     if (runtime != nullptr && result == CUDA_SUCCESS) {
         runtime->reconcile_pools(false);
     }

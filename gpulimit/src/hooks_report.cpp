@@ -31,11 +31,13 @@ unsigned int clamp32(uint64_t value) {
 
 // The current context's device; the driver's own answer (and errors)
 // without one. `free_bytes` is also bounded by what the driver says is free,
-// since others outside the group may use the GPU too.
-CUresult mem_info(Runtime& runtime, uint64_t& free_bytes, uint64_t& total_bytes) {
+// since others outside the group may use the GPU too. `self`: the real
+// cuMemGetInfo_v2 to ask (the one the caller reached, or the export).
+CUresult mem_info(gpulimit::hook::cuMemGetInfo_v2_fn self, Runtime& runtime, uint64_t& free_bytes,
+                  uint64_t& total_bytes) {
     size_t real_free = 0;
     size_t real_total = 0;
-    const CUresult result = GPULIMIT_CALL_REAL(cuMemGetInfo_v2, &real_free, &real_total);
+    const CUresult result = GPULIMIT_CALL_SELF(&real_free, &real_total);
     if (result != CUDA_SUCCESS) {
         return result;
     }
@@ -53,17 +55,17 @@ CUresult mem_info(Runtime& runtime, uint64_t& free_bytes, uint64_t& total_bytes)
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+CUresult gpulimit::hook::cuMemGetInfo_v2(cuMemGetInfo_v2_fn self, size_t* free, size_t* total) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || free == nullptr || total == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemGetInfo_v2, free, total);
+        return GPULIMIT_CALL_SELF(free, total);
     }
     uint64_t free_bytes = 0;
     uint64_t total_bytes = 0;
-    const CUresult result = mem_info(*runtime, free_bytes, total_bytes);
+    const CUresult result = mem_info(self, *runtime, free_bytes, total_bytes);
     if (result == CUDA_SUCCESS) {
         *free = free_bytes;
         *total = total_bytes;
@@ -71,18 +73,21 @@ GPULIMIT_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
     return result;
 }
 
-GPULIMIT_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+CUresult gpulimit::hook::cuMemGetInfo(cuMemGetInfo_fn self, unsigned int* free,
+                                      unsigned int* total) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr || free == nullptr || total == nullptr ||
         gpulimit::real().cuMemGetInfo_v2 == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemGetInfo, free, total);
+        return GPULIMIT_CALL_SELF(free, total);
     }
     uint64_t free_bytes = 0;
     uint64_t total_bytes = 0;
-    const CUresult result = mem_info(*runtime, free_bytes, total_bytes);
+    // The 32-bit figures are the 64-bit ones clamped: asked of the export.
+    const CUresult result =
+        mem_info(gpulimit::real().cuMemGetInfo_v2, *runtime, free_bytes, total_bytes);
     if (result == CUDA_SUCCESS) {
         *free = clamp32(free_bytes);
         *total = clamp32(total_bytes);
@@ -90,12 +95,13 @@ GPULIMIT_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
     return result;
 }
 
-GPULIMIT_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+CUresult gpulimit::hook::cuDeviceTotalMem_v2(cuDeviceTotalMem_v2_fn self, size_t* bytes,
+                                             CUdevice dev) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuDeviceTotalMem_v2, bytes, dev);
+    const CUresult result = GPULIMIT_CALL_SELF(bytes, dev);
     if (runtime == nullptr || result != CUDA_SUCCESS) {
         return result;
     }
@@ -105,12 +111,13 @@ GPULIMIT_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
     return result;
 }
 
-GPULIMIT_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+CUresult gpulimit::hook::cuDeviceTotalMem(cuDeviceTotalMem_fn self, unsigned int* bytes,
+                                          CUdevice dev) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuDeviceTotalMem, bytes, dev);
+    const CUresult result = GPULIMIT_CALL_SELF(bytes, dev);
     if (runtime == nullptr || result != CUDA_SUCCESS) {
         return result;
     }

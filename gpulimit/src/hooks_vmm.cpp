@@ -4,12 +4,11 @@
 // context, so the device comes from the properties, never from a context.
 #include "runtime.hpp"
 
-using gpulimit::DeviceInfo;
-using gpulimit::Kind;
-using gpulimit::Runtime;
+// The bodies are gpulimit::hook's: gpulimit's names need no qualification.
 
-GPULIMIT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                                     const CUmemAllocationProp* prop, unsigned long long flags) {
+CUresult gpulimit::hook::cuMemCreate(cuMemCreate_fn self, CUmemGenericAllocationHandle* handle,
+                                     size_t size, const CUmemAllocationProp* prop,
+                                     unsigned long long flags) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
@@ -18,13 +17,13 @@ GPULIMIT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     if (runtime == nullptr || handle == nullptr || prop == nullptr || size == 0 ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         (device = runtime->by_ordinal(prop->location.id)) == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemCreate, handle, size, prop, flags);
+        return GPULIMIT_CALL_SELF(handle, size, prop, flags);
     }
     const uint64_t bytes = device->round(size);
     if (!runtime->admit(*device, bytes)) {
         return gpulimit::kRefused;
     }
-    const CUresult result = GPULIMIT_CALL_REAL(cuMemCreate, handle, size, prop, flags);
+    const CUresult result = GPULIMIT_CALL_SELF(handle, size, prop, flags);
     if (result != CUDA_SUCCESS) {
         runtime->release(*device, bytes);
         return result;
@@ -34,14 +33,14 @@ GPULIMIT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
                               [&] { GPULIMIT_CALL_REAL(cuMemRelease, created); });
 }
 
-GPULIMIT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+CUresult gpulimit::hook::cuMemRelease(cuMemRelease_fn self, CUmemGenericAllocationHandle handle) {
     Runtime* runtime = nullptr;
     if (const CUresult refused = gpulimit::enter(runtime); refused != CUDA_SUCCESS) {
         return refused;
     }
     if (runtime == nullptr) {
-        return GPULIMIT_CALL_REAL(cuMemRelease, handle);
+        return GPULIMIT_CALL_SELF(handle);
     }
     return gpulimit::forget(*runtime, Kind::Vmm, handle,
-                            [&] { return GPULIMIT_CALL_REAL(cuMemRelease, handle); });
+                            [&] { return GPULIMIT_CALL_SELF(handle); });
 }

@@ -90,7 +90,7 @@ void set(Function& slot, void* handle, const char* name) {
 }
 
 void fill_cuda(RealCuda& functions, void* handle) {
-#define GPULIMIT_CUDA_HOOK(name, params) set(functions.name, handle, #name);
+#define GPULIMIT_CUDA_HOOK(name, params, args) set(functions.name, handle, #name);
 #define GPULIMIT_CUDA_REAL(name, params) set(functions.name, handle, #name);
 #include "entry_points.def"
 }

@@ -22,16 +22,36 @@
 #define GPULIMIT_EXPORT extern "C" __attribute__((visibility("default")))
 #endif
 
-// Our wrappers, by exported ABI name (defined in hooks_*.cpp and resolve.cpp).
-#define GPULIMIT_CUDA_HOOK(name, params) GPULIMIT_EXPORT CUresult name params;
+// Our wrappers, by exported ABI name: the CUDA ones generated in entries.cpp,
+// the NVML ones defined in hooks_report.cpp.
+#define GPULIMIT_CUDA_HOOK(name, params, args) GPULIMIT_EXPORT CUresult name params;
 #define GPULIMIT_NVML_HOOK(name, params) GPULIMIT_EXPORT nvmlReturn_t name params;
 #include "entry_points.def"
+
+// The parameter list of an entry without its parentheses.
+#define GPULIMIT_EXPAND(...) __VA_ARGS__
+
+// What each CUDA wrapper does, defined in hooks_*.cpp and resolve.cpp:
+// gpulimit::hook::NAME(self, params...) with self the real function to call
+// for it, of type gpulimit::hook::NAME_fn. Two kinds of wrapper call it
+// (entries.cpp): the export NAME, with libcuda's export of that name, and
+// the wrappers hooked by name, with the pointer cuGetProcAddress returned.
+// self may be null (an old driver lacks the function): the body then says
+// CUDA_ERROR_NOT_FOUND where it would call it (GPULIMIT_CALL_SELF).
+namespace gpulimit::hook {
+#define GPULIMIT_CUDA_HOOK(name, params, args)                                                     \
+    using name##_fn = CUresult(*) params;                                                          \
+    CUresult name(name##_fn self, GPULIMIT_EXPAND params);
+#include "entry_points.def"
+} // namespace gpulimit::hook
+
+#define GPULIMIT_CALL_SELF(...) (self != nullptr ? self(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
 
 namespace gpulimit {
 
 // libcuda.so.1: every CUDA entry of entry_points.def, hooked or not.
 struct RealCuda {
-#define GPULIMIT_CUDA_HOOK(name, params) CUresult(*name) params;
+#define GPULIMIT_CUDA_HOOK(name, params, args) CUresult(*name) params;
 #define GPULIMIT_CUDA_REAL(name, params) CUresult(*name) params;
 #include "entry_points.def"
     void* handle; // libcuda.so.1's dlopen handle; null when it cannot be loaded

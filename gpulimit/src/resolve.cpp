@@ -6,16 +6,41 @@
 //   wrapper. Everything else is glibc's answer.
 // - cuGetProcAddress / cuGetProcAddress_v2 (the CUDA runtime gets every
 //   driver function this way): the real one picks the variant for the
-//   caller's cudaVersion and flags; we only swap the pointer it returned
-//   for our wrapper of that very function, recognized by address among the
-//   real driver's exports. We never pick a variant ourselves.
+//   caller's cudaVersion and flags, and we keep its choice:
+//   1. An answer that is the real driver's export of a hooked ABI name
+//      (recognized by address) becomes our export of that name. This is
+//      every answer a real driver has been seen to give (all hooked symbols
+//      at CUDA 3.2 to 13.0, flags 0, 1 and 2, on driver 580.159.04): the
+//      common path, one compare per hook.
+//   2. Any other answer for a symbol we hook is hooked by name: its ABI is
+//      derived from (symbol, cudaVersion, flags) the way the driver picks a
+//      variant (entries.cpp's table, from cudaTypedefs.h), and the answer
+//      becomes a wrapper of that ABI which calls the pointer the driver
+//      returned (entries.cpp). A driver that hands out internal pointers
+//      (another version, a per-thread variant, a trampoline) is capped like
+//      one that hands out its exports, and its callers still run the very
+//      function it chose for them.
+//   3. Fail closed where the ABI cannot be known: a cudaVersion newer than
+//      the table (a new variant may have a new ABI) or below the symbol's
+//      first variant, or no wrapper slot left. The request then fails as for
+//      a symbol the driver lacks (CUDA_ERROR_NOT_FOUND, SYMBOL_NOT_FOUND)
+//      and stderr says why: a program that cannot get cuMemAlloc stops
+//      loudly, where passing the pointer through would let it allocate
+//      around the cap unseen. Wrapping it with a guessed ABI could crash it.
+//   An answer that is already one of our exports (a driver whose table goes
+//   through the global scope, where we come first) is kept as it is, and a
+//   variant we do not hook (an older ABI of a hooked symbol, say the 32-bit
+//   cuArrayCreate) and every symbol we do not hook pass through.
+#include "entries.hpp"
 #include "real.hpp"
 #include "switch.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
 
 namespace gpulimit {
 namespace {
@@ -28,7 +53,7 @@ enum class DriverLibrary { None, Cuda, Nvml };
 // dlerror(). Code, not a table: a table of function addresses would need a
 // dynamic initializer.
 void* cuda_wrapper_named(const RealCuda& real, const char* name) {
-#define GPULIMIT_CUDA_HOOK(hook, params)                                                           \
+#define GPULIMIT_CUDA_HOOK(hook, params, args)                                                     \
     if (std::strcmp(name, #hook) == 0) {                                                           \
         return real.hook != nullptr ? reinterpret_cast<void*>(&::hook) : nullptr;                  \
     }
@@ -45,20 +70,19 @@ void* nvml_wrapper_named(const RealNvml& real, const char* name) {
     return nullptr;
 }
 
-// The wrapper for the hooked function whose real address is `function`, or
-// null for anything else. The real addresses are real_cuda()'s, which the
-// real dlsym found under the hooked ABI names: this is the map from a real
-// pointer back to its ABI name.
-void* cuda_wrapper_for_real(const RealCuda& real, void* function) {
+// The hook whose real address is `function`, or -1 for anything else. The
+// real addresses are real_cuda()'s, which the real dlsym found under the
+// hooked ABI names: this is the map from a real pointer back to its ABI name.
+int cuda_hook_of_real(const RealCuda& real, void* function) {
     if (function == nullptr) {
-        return nullptr;
+        return -1;
     }
-#define GPULIMIT_CUDA_HOOK(hook, params)                                                           \
+#define GPULIMIT_CUDA_HOOK(hook, params, args)                                                     \
     if (reinterpret_cast<void*>(real.hook) == function) {                                          \
-        return reinterpret_cast<void*>(&::hook);                                                   \
+        return kHook_##hook;                                                                       \
     }
 #include "entry_points.def"
-    return nullptr;
+    return -1;
 }
 
 bool starts_with(const char* text, const char* prefix) {
@@ -261,48 +285,91 @@ __asm__(".symver gpulimit_dlsym_entry, dlsym@" GPULIMIT_GLIBC_OLD);
 
 // ---------------------------------------------------------------------------
 // cuGetProcAddress and cuGetProcAddress_v2: the caller's exact arguments go to
-// the real one, whose answer we keep but for the pointer: the real function
-// of one of our hooks becomes that hook's wrapper. symbolStatus and every
-// error (SYMBOL_NOT_FOUND, VERSION_NOT_SUFFICIENT) are the driver's own.
-// Asking for cuGetProcAddress itself returns ours the same way.
+// `self` (the real one, or an internal pointer to it hooked by name), whose
+// answer we keep but for the pointer (see the top of this file). symbolStatus
+// and every error (SYMBOL_NOT_FOUND, VERSION_NOT_SUFFICIENT) are the
+// driver's own, but for a refusal. Asking for cuGetProcAddress itself
+// returns ours the same way.
 
 namespace {
 
-void swap_in_wrapper(void** pfn) {
-    if (pfn == nullptr || !gpulimit::limiter_enabled()) {
-        return;
+CUresult refuse(const char* api, const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                CUdriverProcAddressQueryResult* symbolStatus, const char* why) {
+    *pfn = nullptr;
+    if (symbolStatus != nullptr) {
+        *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     }
-    void* wrapper = gpulimit::cuda_wrapper_for_real(gpulimit::real_cuda(), *pfn);
-    if (wrapper != nullptr) {
-        *pfn = wrapper;
+    char line[512];
+    const int length = snprintf(
+        line, sizeof(line),
+        "gpulimit: %s(%.128s, %d, %llu) answered a function that is not libcuda's export and %s; "
+        "refused (CUDA_ERROR_NOT_FOUND) so that nothing allocates or launches around the cap; "
+        "use a libgpulimit.so that knows this driver\n",
+        api, symbol, cudaVersion, static_cast<unsigned long long>(flags), why);
+    if (length > 0) {
+        (void)!write(STDERR_FILENO, line,
+                     static_cast<size_t>(length) < sizeof(line) ? static_cast<size_t>(length)
+                                                                : sizeof(line) - 1);
     }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult answer(const char* api, CUresult result, const char* symbol, void** pfn, int cudaVersion,
+                cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+    using gpulimit::ProcAbi;
+    if (!gpulimit::limiter_enabled() || result != CUDA_SUCCESS || pfn == nullptr ||
+        *pfn == nullptr) {
+        return result;
+    }
+    void* const function = *pfn;
+    const int hook = gpulimit::cuda_hook_of_real(gpulimit::real_cuda(), function);
+    if (hook >= 0) {
+        *pfn = gpulimit::export_wrapper(hook);
+        return result;
+    }
+    if (const int own = gpulimit::hook_of_export(function); own >= 0) {
+        // Our own export already (a driver that finds its functions through
+        // the global scope, where ours come first): wrapping it again would
+        // count every call twice.
+        return result;
+    }
+    const ProcAbi abi = gpulimit::proc_abi(symbol, cudaVersion, flags);
+    if (abi.kind == ProcAbi::kNotHooked) {
+        return result;
+    }
+    if (abi.kind == ProcAbi::kUnknownVersion) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "this libgpulimit.so knows no ABI of it at that version (its table ends at %d)",
+                 gpulimit::kProcTableCudaVersion);
+        return refuse(api, symbol, pfn, cudaVersion, flags, symbolStatus, why);
+    }
+    void* const wrapper = gpulimit::wrapper_by_name(abi.hook, function);
+    if (wrapper == nullptr) {
+        return refuse(api, symbol, pfn, cudaVersion, flags, symbolStatus,
+                      "every wrapper slot of its ABI is taken by other pointers");
+    }
+    *pfn = wrapper;
+    return result;
 }
 
 } // namespace
 
-GPULIMIT_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
-                                          cuuint64_t flags) {
-    const auto real = gpulimit::real_cuda().cuGetProcAddress;
-    if (real == nullptr) {
+CUresult gpulimit::hook::cuGetProcAddress(cuGetProcAddress_fn self, const char* symbol, void** pfn,
+                                          int cudaVersion, cuuint64_t flags) {
+    if (self == nullptr) {
         return CUDA_ERROR_NOT_FOUND;
     }
-    const CUresult result = real(symbol, pfn, cudaVersion, flags);
-    if (result == CUDA_SUCCESS) {
-        swap_in_wrapper(pfn);
-    }
-    return result;
+    return answer("cuGetProcAddress", self(symbol, pfn, cudaVersion, flags), symbol, pfn,
+                  cudaVersion, flags, nullptr);
 }
 
-GPULIMIT_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
-                                             cuuint64_t flags,
+CUresult gpulimit::hook::cuGetProcAddress_v2(cuGetProcAddress_v2_fn self, const char* symbol,
+                                             void** pfn, int cudaVersion, cuuint64_t flags,
                                              CUdriverProcAddressQueryResult* symbolStatus) {
-    const auto real = gpulimit::real_cuda().cuGetProcAddress_v2;
-    if (real == nullptr) {
+    if (self == nullptr) {
         return CUDA_ERROR_NOT_FOUND;
     }
-    const CUresult result = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (result == CUDA_SUCCESS) {
-        swap_in_wrapper(pfn);
-    }
-    return result;
+    return answer("cuGetProcAddress_v2", self(symbol, pfn, cudaVersion, flags, symbolStatus),
+                  symbol, pfn, cudaVersion, flags, symbolStatus);
 }

@@ -254,8 +254,8 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
 
 // Runs once to a final phase (or leaves kUninitialized when the real cuInit
 // fails, so that a later cuInit can try again). Returns the real cuInit's
-// result when it was called, else CUDA_SUCCESS.
-CUresult initialize(unsigned int flags) {
+// (`init`'s) result when it was called, else CUDA_SUCCESS.
+CUresult initialize(hook::cuInit_fn init, unsigned int flags) {
     Locked lock(g_init_mutex);
     const int phase = g_phase.load(std::memory_order_acquire);
     if (phase != kUninitialized) {
@@ -280,9 +280,9 @@ CUresult initialize(unsigned int flags) {
         g_phase.store(kDisabled, std::memory_order_release);
         return CUDA_SUCCESS;
     }
-    const CUresult init = real().cuInit != nullptr ? real().cuInit(flags) : CUDA_ERROR_NOT_FOUND;
-    if (init != CUDA_SUCCESS) {
-        return init;
+    const CUresult initialized = init != nullptr ? init(flags) : CUDA_ERROR_NOT_FOUND;
+    if (initialized != CUDA_SUCCESS) {
+        return initialized;
     }
     if (!set_up(runtime, problem)) {
         say_problem(problem);
@@ -319,7 +319,7 @@ CUresult enter(Runtime*& runtime) {
     if (t_initializing) {
         return CUDA_SUCCESS;
     }
-    const CUresult result = initialize(0);
+    const CUresult result = initialize(real().cuInit, 0);
     switch (g_phase.load(std::memory_order_acquire)) {
     case kReady:
         runtime = g_runtime;
@@ -333,13 +333,13 @@ CUresult enter(Runtime*& runtime) {
     }
 }
 
-CUresult initialize_from_cuinit(unsigned int flags) {
+CUresult initialize_from_cuinit(hook::cuInit_fn init, unsigned int flags) {
     switch (g_phase.load(std::memory_order_acquire)) {
     case kFailed:
         return CUDA_ERROR_NOT_PERMITTED;
     case kUninitialized:
         if (!t_initializing) {
-            const CUresult result = initialize(flags);
+            const CUresult result = initialize(init, flags);
             const int phase = g_phase.load(std::memory_order_acquire);
             if (phase == kFailed) {
                 return CUDA_ERROR_NOT_PERMITTED;
@@ -354,7 +354,7 @@ CUresult initialize_from_cuinit(unsigned int flags) {
     }
     // Disabled, already initialized, or called from inside our own
     // initialization: the real cuInit is idempotent.
-    return real().cuInit != nullptr ? real().cuInit(flags) : CUDA_ERROR_NOT_FOUND;
+    return init != nullptr ? init(flags) : CUDA_ERROR_NOT_FOUND;
 }
 
 DeviceInfo* Runtime::by_handle(CUdevice handle) {

@@ -117,8 +117,10 @@ struct Runtime {
 // Initializes on first use, calling the real cuInit(0) when needed.
 CUresult enter(Runtime*& runtime);
 
-// cuInit's own path: initializes with the caller's flags.
-CUresult initialize_from_cuinit(unsigned int flags);
+// cuInit's own path: initializes with the caller's flags, calling `init`
+// (the cuInit the caller reached: libcuda's export, or the pointer
+// cuGetProcAddress returned).
+CUresult initialize_from_cuinit(hook::cuInit_fn init, unsigned int flags);
 
 // The compute gate of a kernel or graph launch on `stream` (hooks_launch.cpp):
 // returns at once when no device has a compute cap or every capped device's

@@ -15,6 +15,10 @@
 //                     the queue fills and launches wait for room)
 //     depth=1024      the stream's queue depth
 //     api=kernel      kernel | ptsz | ex | coop | graph
+//     resolve=direct  direct: call the launch function bound by name;
+//                     getproc: call what cuGetProcAddress_v2 answers for it
+//                     (CUDA 12.0, the per-thread variant for ptsz), as the
+//                     CUDA runtime does
 //     graph=5         kernels per graph (api=graph): captured once, replayed
 //     capture=0       1: a second thread captures launches on its own stream
 //                     meanwhile and reports the slowest capture-time launch
@@ -59,6 +63,8 @@ CUresult cuStreamBeginCapture_v2(CUstream stream, int mode);
 CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* symbolStatus);
 }
 
 namespace {
@@ -92,6 +98,7 @@ struct Options {
     unsigned sync = 4;
     unsigned depth = 1024;
     std::string api = "kernel";
+    bool getproc = false;
     unsigned graph = 5;
     bool capture = false;
     uint64_t trace_ns = 0;
@@ -122,6 +129,13 @@ Options parse(int argc, char** argv) {
             o.depth = static_cast<unsigned>(std::stoul(value));
         } else if (key == "api") {
             o.api = value;
+        } else if (key == "resolve") {
+            if (value != "direct" && value != "getproc") {
+                std::fprintf(stderr, "compute_load: resolve=direct|getproc, got '%s'\n",
+                             value.c_str());
+                _exit(2);
+            }
+            o.getproc = value == "getproc";
         } else if (key == "graph") {
             o.graph = static_cast<unsigned>(std::stoul(value));
         } else if (key == "trace") {
@@ -137,6 +151,34 @@ Options parse(int argc, char** argv) {
 }
 
 int g_function = 0; // a CUfunction the stand-in accepts (any non-null pointer)
+
+// The launch functions the job calls (resolve=).
+struct Launchers {
+    decltype(&cuLaunchKernel) kernel = &cuLaunchKernel;
+    decltype(&cuLaunchKernel_ptsz) kernel_ptsz = &cuLaunchKernel_ptsz;
+    decltype(&cuLaunchKernelEx) ex = &cuLaunchKernelEx;
+    decltype(&cuLaunchCooperativeKernel) coop = &cuLaunchCooperativeKernel;
+    decltype(&cuGraphLaunch) graph = &cuGraphLaunch;
+};
+
+template <typename Function>
+void get_proc(Function& function, const char* symbol, cuuint64_t flags) {
+    void* pointer = nullptr;
+    check(cuGetProcAddress_v2(symbol, &pointer, 12000, flags, nullptr), symbol);
+    function = reinterpret_cast<Function>(pointer);
+}
+
+Launchers launchers(bool getproc) {
+    Launchers l;
+    if (getproc) {
+        get_proc(l.kernel, "cuLaunchKernel", CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+        get_proc(l.kernel_ptsz, "cuLaunchKernel", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+        get_proc(l.ex, "cuLaunchKernelEx", CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+        get_proc(l.coop, "cuLaunchCooperativeKernel", CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+        get_proc(l.graph, "cuGraphLaunch", CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    }
+    return l;
+}
 
 // Captures launches on its own stream over and over until told to stop;
 // records how long the slowest capture-time launch took.
@@ -201,21 +243,22 @@ int main(int argc, char** argv) {
         check(cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
     }
     LaunchConfig config{1, 1, 1, 1, 1, 1, 0, stream, nullptr, 0};
+    const Launchers l = launchers(o.getproc);
     const auto launch = [&] {
         if (o.api == "kernel") {
-            return cuLaunchKernel(&g_function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+            return l.kernel(&g_function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
         }
         if (o.api == "ptsz") { // the per-thread default stream
-            return cuLaunchKernel_ptsz(&g_function, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+            return l.kernel_ptsz(&g_function, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
         }
         if (o.api == "ex") {
-            return cuLaunchKernelEx(&config, &g_function, nullptr, nullptr);
+            return l.ex(&config, &g_function, nullptr, nullptr);
         }
         if (o.api == "coop") {
-            return cuLaunchCooperativeKernel(&g_function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr);
+            return l.coop(&g_function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr);
         }
         if (o.api == "graph") {
-            return cuGraphLaunch(exec, stream);
+            return l.graph(exec, stream);
         }
         std::fprintf(stderr, "compute_load: unknown api '%s'\n", o.api.c_str());
         _exit(2);

@@ -170,6 +170,7 @@ class Compute : public ::testing::Test {
     void expect_share(const Job& job, double cap) const {
         EXPECT_NEAR(job.get("share"), cap, kTolerance) << "cap " << cap;
     }
+    void run_through_internal_proc_addresses(const std::vector<std::string>& apis);
     void run_cap(int cap, std::vector<std::string> args) {
         Job j = capped("cap" + std::to_string(cap), cap, std::move(args));
         run_all({&j});
@@ -262,6 +263,47 @@ TEST_F(Compute, EveryLaunchPathIsCapped) {
     expect_share(ex, 0.50);
     expect_share(coop, 0.50);
     expect_share(ptsz, 0.50);
+}
+
+// The same launch paths reached as the CUDA runtime reaches them, through
+// cuGetProcAddress, over a driver that answers internal pointers rather than
+// its exports: libgpulimit wraps them by name, and the gate holds. Each job
+// in its own group on its own device, at most three at once (as above).
+void Compute::run_through_internal_proc_addresses(const std::vector<std::string>& apis) {
+    std::string devices;
+    for (size_t device = 0; device < apis.size(); ++device) {
+        char entry[96];
+        std::snprintf(entry, sizeof entry,
+                      "%sGPU-%08zu-2222-3333-4444-555555555555:8589934592:0000:%02zx:00.0",
+                      device == 0 ? "" : ",", device, 0x10 + device);
+        devices += entry;
+    }
+    std::vector<Job> jobs;
+    for (size_t device = 0; device < apis.size(); ++device) {
+        const std::string& api = apis[device];
+        jobs.push_back(capped("internal-" + api, 50,
+                              {"api=" + api, "resolve=getproc", "sync=4", "graph=5",
+                               "device=" + std::to_string(device)}));
+        jobs.back().env["GPULIMIT_STANDIN_INTERNAL_PROCS"] = "1";
+        jobs.back().env["GPULIMIT_STANDIN_DEVICES"] = devices;
+    }
+    std::vector<Job*> all;
+    all.reserve(jobs.size());
+    for (Job& j : jobs) {
+        all.push_back(&j);
+    }
+    run_all(all);
+    for (const Job& j : jobs) {
+        expect_share(j, 0.50);
+    }
+}
+
+TEST_F(Compute, KernelPtszAndGraphLaunchesAreCappedThroughInternalProcAddresses) {
+    run_through_internal_proc_addresses({"kernel", "ptsz", "graph"});
+}
+
+TEST_F(Compute, ExAndCooperativeLaunchesAreCappedThroughInternalProcAddresses) {
+    run_through_internal_proc_addresses({"ex", "coop"});
 }
 
 // While the gate holds the job's launches back (a launch waits tens of ms),

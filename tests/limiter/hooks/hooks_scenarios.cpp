@@ -37,7 +37,7 @@
 
 extern "C" {
 // The driver entry points the scenarios call, by exported ABI name.
-#define GPULIMIT_CUDA_HOOK(name, params) CUresult name params;
+#define GPULIMIT_CUDA_HOOK(name, params, args) CUresult name params;
 #define GPULIMIT_CUDA_REAL(name, params) CUresult name params;
 #include "entry_points.def"
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev);

@@ -11,11 +11,19 @@
 //   resolve_probe next      RTLD_NEXT from a library loaded after ours, and
 //                           RTLD_DEFAULT, answer as without us
 //   resolve_probe getproc   cuGetProcAddress and _v2 for CUDA 11.0, 11.8,
-//                           12.4 and 13.0 requests, default and per-thread
-//                           flags: the same answer as the stand-in gives
+//                           12.4, 13.0 and 13.1 requests, default and
+//                           per-thread flags, asked directly, through dlsym's
+//                           answer and through cuGetProcAddress's own answer
+//                           for itself: the same answer as the stand-in gives
 //                           without the interposer (a child run without
 //                           LD_PRELOAD), but for our wrapper of exactly that
 //                           variant; a call through it reaches that variant
+//
+// With GPULIMIT_STANDIN_INTERNAL_PROCS=1 the stand-in answers internal
+// pointers instead of its exports: then a hooked variant must come back as a
+// wrapper hooked by name (libgpulimit's, not its export) that reaches the
+// variant, and a request beyond the library's table (13.1) for a hooked
+// symbol must be refused (CUDA_ERROR_NOT_FOUND, SYMBOL_NOT_FOUND).
 //
 // The switch is AMP_VGPU_ENABLE as the library reads it: "1" expects
 // replacement, anything else none. GPULIMIT_PROBE_INTERPOSER names the
@@ -107,7 +115,7 @@ Place place_of(const void* address) {
 
 // Every hooked CUDA name, and the NVML ones, from the library's own list.
 const std::vector<std::string> kCudaHooks = {
-#define GPULIMIT_CUDA_HOOK(name, params) #name,
+#define GPULIMIT_CUDA_HOOK(name, params, args) #name,
 #include "entry_points.def"
 };
 const std::vector<std::string> kNvmlHooks = {
@@ -251,7 +259,20 @@ int run_next() {
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 
-const int kVersions[] = {11000, 11080, 12040, 13000};
+const int kVersions[] = {11000, 11080, 12040, 13000, 13010};
+// The newest version libgpulimit's table of variants knows (entries.hpp).
+constexpr int kKnownVersion = 13000;
+
+bool internal_procs() {
+    const char* value = std::getenv("GPULIMIT_STANDIN_INTERNAL_PROCS");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+// The stand-in's ABI name for an export of it or an internal pointer it gave.
+std::string abi_of(const void* function) {
+    const char* name = gpulimit_standin_proc_name(function);
+    return name != nullptr ? name : "";
+}
 const cuuint64_t kFlags[] = {CU_GET_PROC_ADDRESS_DEFAULT,
                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
 
@@ -297,6 +318,7 @@ struct Answer {
     int result = -1;
     int status = -1; // -1: not written (or api 1)
     Place place;
+    std::string abi; // the stand-in's name for it ("" for anything else)
     void* address = nullptr;
 };
 
@@ -319,6 +341,7 @@ std::map<Request, Answer> ask_all(GetProc1 get1, GetProc2 get2) {
                     answer.status = status;
                     answer.address = pointer;
                     answer.place = place_of(pointer);
+                    answer.abi = abi_of(pointer);
                     answers[{api, name, version, flags}] = answer;
                 }
             }
@@ -336,10 +359,11 @@ std::string describe(const Request& request) {
 int run_getproc_baseline() {
     // No LD_PRELOAD here: these are the stand-in's own answers.
     for (const auto& [request, answer] : ask_all(&cuGetProcAddress, &cuGetProcAddress_v2)) {
-        std::printf("%d %s %d %llu %d %d %s %s\n", request.api, request.name.c_str(),
+        std::printf("%d %s %d %llu %d %d %s %s %s\n", request.api, request.name.c_str(),
                     request.version, request.flags, answer.result, answer.status,
                     answer.place.object.c_str(),
-                    answer.place.symbol.empty() ? "-" : answer.place.symbol.c_str());
+                    answer.place.symbol.empty() ? "-" : answer.place.symbol.c_str(),
+                    answer.abi.empty() ? "-" : answer.abi.c_str());
     }
     return 0;
 }
@@ -361,13 +385,15 @@ std::map<Request, Answer> baseline_from_child() {
     char name[256];
     char object[PATH_MAX];
     char symbol[256];
+    char abi[256];
     Request request;
     Answer answer;
-    while (std::fscanf(child, "%d %255s %d %llu %d %d %4095s %255s", &request.api, name,
+    while (std::fscanf(child, "%d %255s %d %llu %d %d %4095s %255s %255s", &request.api, name,
                        &request.version, &request.flags, &answer.result, &answer.status, object,
-                       symbol) == 8) {
+                       symbol, abi) == 9) {
         request.name = name;
         answer.place = {object, std::strcmp(symbol, "-") == 0 ? "" : symbol};
+        answer.abi = std::strcmp(abi, "-") == 0 ? "" : abi;
         answers[request] = answer;
     }
     expect(pclose(child) == 0, "the baseline run failed");
@@ -415,12 +441,25 @@ const Callable kCallables[] = {
      [](void* f) {
          return reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(f)(&g_out, 1 << 20);
      }},
+    {"cuLaunchKernel", "cuLaunchKernel_ptsz",
+     [](void* f) {
+         return reinterpret_cast<CUresult (*)(
+             CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+             CUstream, void**, void**)>(f)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+     }},
+    {"cuLaunchKernel_ptsz", "cuLaunchKernel",
+     [](void* f) {
+         return reinterpret_cast<CUresult (*)(
+             CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+             CUstream, void**, void**)>(f)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+     }},
 };
 constexpr CUresult kInjected = 987;
 
-void check_call(const Request& request, const Answer& answer) {
+// `abi`: the variant the stand-in answered the request with.
+void check_call(const Request& request, const std::string& abi, const Answer& answer) {
     for (const Callable& callable : kCallables) {
-        if (answer.place.symbol != callable.abi_name) {
+        if (abi != callable.abi_name) {
             continue;
         }
         const unsigned long long before = gpulimit_standin_calls(callable.abi_name);
@@ -442,6 +481,7 @@ void check_call(const Request& request, const Answer& answer) {
 
 int run_getproc() {
     const bool on = switch_on();
+    const bool internal = internal_procs();
     const std::map<Request, Answer> baseline = baseline_from_child();
     expect(!baseline.empty(), "no baseline answers");
 
@@ -456,16 +496,33 @@ int run_getproc() {
         fail("no cuGetProcAddress in the stand-in");
         return 1;
     }
+    // And as cudart finds them: cuGetProcAddress's answer for itself (with
+    // internal pointers, a wrapper hooked by name).
+    void* self1 = nullptr;
+    void* self2 = nullptr;
+    expect(cuGetProcAddress("cuGetProcAddress", &self1, 11080, 0) == CUDA_SUCCESS &&
+               cuGetProcAddress_v2("cuGetProcAddress", &self2, 12040, 0, nullptr) == CUDA_SUCCESS,
+           "cuGetProcAddress for itself");
+    expect(place_of(self2).object == want_lookup,
+           "cuGetProcAddress_v2(cuGetProcAddress, 12040) is " + place_of(self2).text() + ", not " +
+               want_lookup + "'s");
+    if (self1 == nullptr || self2 == nullptr) {
+        return 1;
+    }
 
     // A context, so that the wrappers find a device for the calls below.
     expect(cuInit(0) == CUDA_SUCCESS, "cuInit(0)");
     create_context();
 
     int replaced = 0;
+    int by_name = 0;
+    int refused = 0;
     std::set<std::string> statuses;
     for (const auto& route :
          {std::make_pair("direct", ask_all(&cuGetProcAddress, &cuGetProcAddress_v2)),
-          std::make_pair("dlsym", ask_all(via_dlsym1, via_dlsym2))}) {
+          std::make_pair("dlsym", ask_all(via_dlsym1, via_dlsym2)),
+          std::make_pair("self", ask_all(reinterpret_cast<GetProc1>(self1),
+                                         reinterpret_cast<GetProc2>(self2)))}) {
         for (const auto& [request, answer] : route.second) {
             const auto found = baseline.find(request);
             if (found == baseline.end()) {
@@ -474,6 +531,18 @@ int run_getproc() {
             }
             const Answer& want = found->second;
             const std::string what = std::string(route.first) + " " + describe(request);
+            const bool hooked = on && want.result == CUDA_SUCCESS && is_cuda_hook(want.abi);
+            if (hooked && internal && request.version > kKnownVersion) {
+                // An internal pointer of an ABI the library cannot know: refused.
+                expect(
+                    answer.result == CUDA_ERROR_NOT_FOUND && answer.address == nullptr &&
+                        (request.api == 1 || answer.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND),
+                    what + " = " + std::to_string(answer.result) + " status " +
+                        std::to_string(answer.status) + " " + answer.place.text() +
+                        ", want refused (500, status 1, null)");
+                ++refused;
+                continue;
+            }
             expect(answer.result == want.result, what + " returned " +
                                                      std::to_string(answer.result) +
                                                      ", without us " + std::to_string(want.result));
@@ -484,21 +553,34 @@ int run_getproc() {
                 expect(answer.status != -1, what + " left symbolStatus unset");
                 statuses.insert(std::to_string(answer.status));
             }
-            std::string want_object = want.place.object;
-            if (on && want.place.object == "cuda" && is_cuda_hook(want.place.symbol)) {
-                want_object = "gpulimit";
-                ++replaced;
+            if (want.result == CUDA_SUCCESS) {
+                expect(!want.abi.empty(),
+                       what + ": the stand-in does not know its own answer " + want.place.text());
             }
-            expect(answer.place.object == want_object && answer.place.symbol == want.place.symbol,
-                   what + " = " + answer.place.text() + ", want " + want_object + ":" +
-                       want.place.symbol);
-            if (answer.place.object == "cuda" && !answer.place.symbol.empty()) {
-                // Not replaced: exactly the real pointer.
-                expect(answer.address == dlsym(cuda, answer.place.symbol.c_str()),
-                       what + " is not the real " + answer.place.symbol);
+            if (hooked && !internal) {
+                // Our export of exactly that variant.
+                expect(answer.place.object == "gpulimit" && answer.place.symbol == want.abi,
+                       what + " = " + answer.place.text() + ", want gpulimit:" + want.abi);
+                ++replaced;
+            } else if (hooked) {
+                // Hooked by name: ours, but not an export (those call the
+                // stand-in's exports, not what it answered).
+                expect(answer.place.object == "gpulimit" &&
+                           answer.place.symbol.find("+offset") != std::string::npos,
+                       what + " = " + answer.place.text() + ", want a wrapper of " + want.abi +
+                           " hooked by name (not an export of libgpulimit.so)");
+                ++by_name;
+            } else if (want.result == CUDA_SUCCESS) {
+                // Not ours: exactly the stand-in's answer.
+                expect(answer.place.object == "cuda" && answer.abi == want.abi,
+                       what + " = " + answer.place.text() + " (" + answer.abi + "), want cuda's " +
+                           want.abi);
+                void* const exported = dlsym(cuda, want.abi.c_str());
+                expect(internal ? answer.address != exported : answer.address == exported,
+                       what + (internal ? " is the export " : " is not the export ") + want.abi);
             }
             if (answer.result == CUDA_SUCCESS) {
-                check_call(request, answer);
+                check_call(request, want.abi, answer);
             }
         }
     }
@@ -510,10 +592,10 @@ int run_getproc() {
            "the requests did not produce all three symbolStatus values");
     const auto spot = [&](const char* name, int version, cuuint64_t flags, const char* symbol) {
         const auto found = baseline.find({2, name, version, flags});
-        expect(found != baseline.end() && found->second.place.symbol == symbol,
+        expect(found != baseline.end() && found->second.abi == symbol,
                std::string("the stand-in answers ") + name + "@" + std::to_string(version) +
                    " flags " + std::to_string(flags) + " with " +
-                   (found != baseline.end() ? found->second.place.symbol : "nothing") +
+                   (found != baseline.end() ? found->second.abi : "nothing") +
                    ", the test expects " + symbol);
     };
     spot("cuMemAllocAsync", 12040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
@@ -525,8 +607,15 @@ int run_getproc() {
     // A real driver (580.159.04) answers cuGraphInstantiate_v2 here, not
     // cuGraphInstantiateWithFlags (cuda.h 12's macro for the name).
     spot("cuGraphInstantiate", 13000, CU_GET_PROC_ADDRESS_DEFAULT, "cuGraphInstantiate_v2");
-    expect(on == (replaced > 0), "replaced " + std::to_string(replaced) +
-                                     " pointers with the switch " + (on ? "on" : "off"));
+    spot("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+         "cuLaunchKernel_ptsz");
+    expect((on && !internal) == (replaced > 0), "replaced " + std::to_string(replaced) +
+                                                    " pointers by our exports with the switch " +
+                                                    (on ? "on" : "off"));
+    expect((on && internal) == (by_name > 0) && (on && internal) == (refused > 0),
+           "hooked " + std::to_string(by_name) + " pointers by name and refused " +
+               std::to_string(refused) + " with the switch " + (on ? "on" : "off") +
+               (internal ? " and internal pointers" : " and exports"));
     return g_failures == 0 ? 0 : 1;
 }
 
