@@ -31,7 +31,10 @@
 //   through the global scope, where we come first) is kept as it is, and a
 //   variant we do not hook (an older ABI of a hooked symbol, say the 32-bit
 //   cuArrayCreate) and every symbol we do not hook pass through.
+//   GPU_LIMIT_TRACE_PROC_ADDRESS records which of these each answer got
+//   (proc_trace.hpp).
 #include "entries.hpp"
+#include "proc_trace.hpp"
 #include "real.hpp"
 #include "switch.hpp"
 
@@ -293,6 +296,15 @@ __asm__(".symver gpulimit_dlsym_entry, dlsym@" GPULIMIT_GLIBC_OLD);
 
 namespace {
 
+// The name libcuda (or whoever) exports at exactly `function`, for the trace.
+const char* exported_name(void* function) {
+    Dl_info info{};
+    if (dladdr(function, &info) == 0 || info.dli_saddr != function || info.dli_sname == nullptr) {
+        return nullptr;
+    }
+    return info.dli_sname;
+}
+
 CUresult refuse(const char* api, const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                 CUdriverProcAddressQueryResult* symbolStatus, const char* why) {
     *pfn = nullptr;
@@ -311,30 +323,46 @@ CUresult refuse(const char* api, const char* symbol, void** pfn, int cudaVersion
                      static_cast<size_t>(length) < sizeof(line) ? static_cast<size_t>(length)
                                                                 : sizeof(line) - 1);
     }
+    gpulimit::proc_trace(api, symbol, cudaVersion, flags, "not an export, refused: %s", why);
     return CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult answer(const char* api, CUresult result, const char* symbol, void** pfn, int cudaVersion,
                 cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
     using gpulimit::ProcAbi;
-    if (!gpulimit::limiter_enabled() || result != CUDA_SUCCESS || pfn == nullptr ||
-        *pfn == nullptr) {
+    if (!gpulimit::limiter_enabled()) {
+        return result;
+    }
+    if (result != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) {
+        gpulimit::proc_trace(api, symbol, cudaVersion, flags, "error %d (symbolStatus %d)", result,
+                             symbolStatus != nullptr ? *symbolStatus : -1);
         return result;
     }
     void* const function = *pfn;
     const int hook = gpulimit::cuda_hook_of_real(gpulimit::real_cuda(), function);
     if (hook >= 0) {
         *pfn = gpulimit::export_wrapper(hook);
+        gpulimit::proc_trace(api, symbol, cudaVersion, flags, "export %s, hooked",
+                             gpulimit::cuda_hook_name(hook));
         return result;
     }
     if (const int own = gpulimit::hook_of_export(function); own >= 0) {
         // Our own export already (a driver that finds its functions through
         // the global scope, where ours come first): wrapping it again would
         // count every call twice.
+        gpulimit::proc_trace(api, symbol, cudaVersion, flags, "our export %s, kept",
+                             gpulimit::cuda_hook_name(own));
         return result;
     }
     const ProcAbi abi = gpulimit::proc_abi(symbol, cudaVersion, flags);
     if (abi.kind == ProcAbi::kNotHooked) {
+        if (gpulimit::proc_trace_enabled()) {
+            const char* exported = exported_name(function);
+            gpulimit::proc_trace(api, symbol, cudaVersion, flags,
+                                 "%s%s, passed through (not hooked)",
+                                 exported != nullptr ? "export " : "not an export",
+                                 exported != nullptr ? exported : "");
+        }
         return result;
     }
     if (abi.kind == ProcAbi::kUnknownVersion) {
@@ -350,6 +378,8 @@ CUresult answer(const char* api, CUresult result, const char* symbol, void** pfn
                       "every wrapper slot of its ABI is taken by other pointers");
     }
     *pfn = wrapper;
+    gpulimit::proc_trace(api, symbol, cudaVersion, flags, "not an export, hooked by name as %s",
+                         abi.abi);
     return result;
 }
 

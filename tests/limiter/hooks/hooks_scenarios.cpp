@@ -866,8 +866,66 @@ uint64_t number(const ProbeLine& line, const char* key) {
     return it == line.end() ? ~0ULL : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
+// How the stand-in answers cuGetProcAddress (GPULIMIT_STANDIN_INTERNAL_PROCS).
+enum class Answers { exports, internal, global };
+
+Answers standin_answers() {
+    const char* mode = std::getenv("GPULIMIT_STANDIN_INTERNAL_PROCS");
+    const std::string value = mode != nullptr ? mode : "";
+    return value == "1"        ? Answers::internal
+           : value == "global" ? Answers::global
+                               : Answers::exports;
+}
+
+// The trace of cuGetProcAddress answers (GPU_LIMIT_TRACE_PROC_ADDRESS) the
+// probe left: each request once per process, and cuMemAlloc (cudart's
+// cudaMalloc) hooked as the stand-in's answer calls for: our export for the
+// driver's export, a wrapper hooked by name for an internal pointer, and our
+// export kept as it is when the driver answers with it.
+void check_proc_trace(const std::string& path, Answers answers) {
+    const bool internal = answers == Answers::internal;
+    std::ifstream in(path);
+    std::string line;
+    std::map<std::string, int> seen;
+    int mem_alloc = 0;
+    int get_proc = 0;
+    while (std::getline(in, line)) {
+        // "gpulimit: pid P API(SYMBOL, VERSION, FLAGS): OUTCOME"
+        const size_t open = line.find('(');
+        const size_t close = line.find("): ");
+        CHECK(line.rfind("gpulimit: pid ", 0) == 0 && open != std::string::npos &&
+              close != std::string::npos);
+        if (open == std::string::npos || close == std::string::npos) {
+            continue;
+        }
+        const std::string pid = line.substr(0, line.find(' ', 14));
+        const std::string request = line.substr(open + 1, close - open - 1);
+        const std::string outcome = line.substr(close + 3);
+        CHECK_EQ(++seen[pid + " " + request], 1);
+        CHECK(outcome.find("refused") == std::string::npos);
+        if (request.rfind("cuMemAlloc, ", 0) == 0 && outcome.find("error") == std::string::npos) {
+            ++mem_alloc;
+            CHECK(outcome == (internal ? "not an export, hooked by name as cuMemAlloc_v2"
+                              : answers == Answers::global ? "our export cuMemAlloc_v2, kept"
+                                                           : "export cuMemAlloc_v2, hooked"));
+        }
+        if (request.rfind("cuGetProcAddress, ", 0) == 0) {
+            ++get_proc;
+        }
+        if (outcome.find("passed through") != std::string::npos) {
+            CHECK((outcome.rfind("export ", 0) == 0) == !internal);
+        }
+    }
+    CHECK(mem_alloc >= 1);
+    CHECK(seen.size() > 50); // cudart asks for hundreds of functions
+    std::fprintf(stderr, "trace: %zu requests, %d for cuMemAlloc, %d for cuGetProcAddress\n",
+                 seen.size(), mem_alloc, get_proc);
+}
+
 void scenario_cudart() {
     enable({{"GPU_MEM_PER_DEVICE", "1073741824"}});
+    const std::string trace = g_state_dir + "/procs.log";
+    setenv("GPU_LIMIT_TRACE_PROC_ADDRESS", trace.c_str(), 1);
     const uint64_t cap = kGiB - kReserved;
     const std::string steps =
         "meminfo malloc 1 meminfo used 0 "                                // 0-3
@@ -911,6 +969,7 @@ void scenario_cudart() {
     // Everything freed (the default pool gives back at the sync): 0.
     CHECK_EQ(used(25), 0u);
     CHECK_EQ(number(lines[26], "bytes"), 0u);
+    check_proc_trace(trace, standin_answers());
 }
 
 const std::map<std::string, std::function<void()>>& scenarios() {

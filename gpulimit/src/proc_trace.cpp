@@ -1,0 +1,139 @@
+#include "proc_trace.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace gpulimit {
+namespace {
+
+constexpr int kUnread = -2;
+constexpr int kOff = -1;
+constinit std::atomic<int> g_fd{kUnread};
+
+void say(const char* line) {
+    (void)!write(STDERR_FILENO, line, std::strlen(line));
+}
+
+int open_trace() {
+    const char* value = secure_getenv(kProcTraceVariable);
+    int fd = kOff;
+    if (value == nullptr || value[0] == '\0') {
+        fd = kOff;
+    } else if (std::strcmp(value, "stderr") == 0) {
+        fd = STDERR_FILENO;
+    } else if (value[0] != '/') {
+        say("gpulimit: GPU_LIMIT_TRACE_PROC_ADDRESS is neither an absolute path nor \"stderr\"; "
+            "no trace is written; set it to a path such as /tmp/gpulimit-procs.log\n");
+    } else {
+        fd = open(value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0) {
+            char line[512];
+            std::snprintf(line, sizeof(line),
+                          "gpulimit: cannot open GPU_LIMIT_TRACE_PROC_ADDRESS=%.300s: %s; no trace "
+                          "is written; name a file this process may create\n",
+                          value, std::strerror(errno));
+            say(line);
+            fd = kOff;
+        }
+    }
+    int expected = kUnread;
+    if (!g_fd.compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
+        if (fd > STDERR_FILENO) {
+            close(fd); // another thread opened it first
+        }
+        return expected;
+    }
+    return fd;
+}
+
+int trace_fd() {
+    const int fd = g_fd.load(std::memory_order_acquire);
+    return fd != kUnread ? fd : open_trace();
+}
+
+// The requests seen, as 64-bit hashes (0 is never stored): a set that only
+// grows, lock-free. Full, every request is written (duplicates, not loss).
+constexpr unsigned kSeen = 2048;
+constinit std::atomic<uint64_t> g_seen[kSeen] = {};
+
+uint64_t request_hash(const char* symbol, int cudaVersion, cuuint64_t flags) {
+    uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a
+    const auto mix = [&h](unsigned char byte) {
+        h ^= byte;
+        h *= 0x100000001b3ULL;
+    };
+    for (const char* c = symbol; *c != '\0'; ++c) {
+        mix(static_cast<unsigned char>(*c));
+    }
+    mix(0);
+    for (int i = 0; i < 4; ++i) {
+        mix(static_cast<unsigned char>(static_cast<unsigned>(cudaVersion) >> (8 * i)));
+    }
+    for (int i = 0; i < 8; ++i) {
+        mix(static_cast<unsigned char>(flags >> (8 * i)));
+    }
+    return h != 0 ? h : 1;
+}
+
+// True the first time this request is seen.
+bool first_time(uint64_t hash) {
+    for (unsigned probe = 0; probe < kSeen; ++probe) {
+        std::atomic<uint64_t>& slot = g_seen[(hash + probe) % kSeen];
+        uint64_t current = slot.load(std::memory_order_acquire);
+        if (current == hash) {
+            return false;
+        }
+        if (current == 0) {
+            if (slot.compare_exchange_strong(current, hash, std::memory_order_acq_rel)) {
+                return true;
+            }
+            if (current == hash) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+bool proc_trace_enabled() {
+    return trace_fd() >= 0;
+}
+
+void proc_trace(const char* api, const char* symbol, int cudaVersion, cuuint64_t flags,
+                const char* outcome, ...) {
+    const int fd = trace_fd();
+    const char* name = symbol != nullptr ? symbol : "(null)";
+    if (fd < 0 || !first_time(request_hash(name, cudaVersion, flags))) {
+        return;
+    }
+    char what[384];
+    va_list args;
+    va_start(args, outcome);
+    const int what_length = std::vsnprintf(what, sizeof(what), outcome, args);
+    va_end(args);
+    char line[512];
+    int length =
+        std::snprintf(line, sizeof(line) - 1, "gpulimit: pid %d %s(%.128s, %d, %llu): %s",
+                      static_cast<int>(getpid()), api, name, cudaVersion,
+                      static_cast<unsigned long long>(flags), what_length >= 0 ? what : "?");
+    if (length < 0) {
+        return;
+    }
+    if (static_cast<size_t>(length) > sizeof(line) - 2) {
+        length = static_cast<int>(sizeof(line) - 2);
+    }
+    line[length++] = '\n';
+    // One write per line: with O_APPEND, lines of several processes do not mix.
+    (void)!write(fd, line, static_cast<size_t>(length));
+}
+
+} // namespace gpulimit
