@@ -2,6 +2,15 @@
 // (versioned) name, so no cuda.h or nvml.h is needed to build, and the
 // macros of cuda.h (cuMemAlloc -> cuMemAlloc_v2) cannot rename anything.
 // Values are those of CUDA 12/13's cuda.h and nvml.h, which never renumber.
+//
+// Every type, constant and struct layout below, and every signature of
+// entry_points.def against its PFN_<name>_v<version> typedef, was checked
+// against cuda.h and cudaTypedefs.h of CUDA 12.6.3
+// (github.com/zspace/system.cuda-12.6, include/, commit
+// b3d92c837713411301ae5df45b0c7758df7d931e, CUDA_VERSION 12060) and of CUDA
+// 13.0 (CUDA_VERSION 13000, the toolkit in /usr/local/cuda of the project's
+// machines): no difference. tests/limiter/abi/cuda_headers.cpp repeats the
+// check at compile time wherever a toolkit is installed.
 #pragma once
 
 #include <cstddef>
