@@ -13,13 +13,18 @@
 namespace gpuinit::limit {
 
 Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
+    // Bound and made listening under a name of its own, then renamed into
+    // place: a client that finds the path can connect at once (between
+    // bind and listen it would be refused), and never finds it with the
+    // mode bind gave it.
+    const std::string fresh = path + ".new";
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
-    if (path.empty() || path.size() >= sizeof address.sun_path) {
+    if (path.empty() || fresh.size() >= sizeof address.sun_path) {
         return error("socket path " + path + " is empty or too long for AF_UNIX (at most " +
-                     std::to_string(sizeof address.sun_path - 1) + " bytes)");
+                     std::to_string(sizeof address.sun_path - 1 - 4) + " bytes)");
     }
-    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    std::memcpy(address.sun_path, fresh.c_str(), fresh.size() + 1);
     RegistrationServer server;
     server.path_ = path;
     server.listener_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -27,28 +32,34 @@ Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
         return errno_error("socket(AF_UNIX, SOCK_SEQPACKET)");
     }
     // A socket left by a daemon that died: ours to replace (the caller holds
-    // the pid lock). Anything else at the path is not ours to remove.
-    struct stat status {};
-    if (::lstat(path.c_str(), &status) == 0) {
-        if (!S_ISSOCK(status.st_mode)) {
-            return error(path + " exists and is not a socket: remove it or give another --socket");
+    // the pid lock). Anything else at either name is not ours to remove.
+    for (const std::string& name : {path, fresh}) {
+        struct stat status {};
+        if (::lstat(name.c_str(), &status) == 0 && !S_ISSOCK(status.st_mode)) {
+            return error(name + " exists and is not a socket: remove it or give another --socket");
         }
-        if (::unlink(path.c_str()) != 0) {
-            return errno_error("unlink " + path);
-        }
+    }
+    if (::unlink(fresh.c_str()) != 0 && errno != ENOENT) {
+        return errno_error("unlink " + fresh);
     }
     if (::bind(server.listener_.get(), reinterpret_cast<const sockaddr*>(&address),
                sizeof address) != 0) {
-        return errno_error("bind " + path);
+        return errno_error("bind " + fresh);
     }
     // 0666: processes of any uid in any container connect; SO_PEERCRED and
     // the lock check say who they are. chmod on a path in the daemon's own
     // root-owned directory (nobody else can swap the name).
-    if (::chmod(path.c_str(), 0666) != 0) {
-        return errno_error("chmod 0666 " + path);
+    if (::chmod(fresh.c_str(), 0666) != 0) {
+        ::unlink(fresh.c_str());
+        return errno_error("chmod 0666 " + fresh);
     }
     if (::listen(server.listener_.get(), 128) != 0) {
-        return errno_error("listen " + path);
+        ::unlink(fresh.c_str());
+        return errno_error("listen " + fresh);
+    }
+    if (::rename(fresh.c_str(), path.c_str()) != 0) {
+        ::unlink(fresh.c_str());
+        return errno_error("rename " + fresh + " to " + path);
     }
     server.epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
     if (!server.epoll_.valid()) {

@@ -1021,6 +1021,45 @@ TEST_F(SocketTest, SocketIsWorldConnectable) {
     EXPECT_NE(::lstat(path.c_str(), &status), 0);
 }
 
+// The path appears only once the socket listens (it is bound under
+// <path>.new and renamed): a client that finds it is never refused. A
+// leftover <path>.new socket is replaced; anything else there is refused.
+TEST_F(SocketTest, ThePathAppearsListening) {
+    struct stat status {};
+    EXPECT_NE(::lstat((path + ".new").c_str(), &status), 0);
+    int client = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(client, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    EXPECT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0)
+        << std::strerror(errno);
+    ::close(client);
+    server.reset();
+
+    const std::string second = tmp / "second.sock";
+    {
+        int stale = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        sockaddr_un stale_address{};
+        stale_address.sun_family = AF_UNIX;
+        std::memcpy(stale_address.sun_path, (second + ".new").c_str(), second.size() + 5);
+        ASSERT_EQ(
+            ::bind(stale, reinterpret_cast<const sockaddr*>(&stale_address), sizeof stale_address),
+            0);
+        ::close(stale);
+    }
+    auto replaced = RegistrationServer::listen(second);
+    EXPECT_TRUE(replaced) << replaced.error().message;
+
+    const std::string third = tmp / "third.sock";
+    std::ofstream(third + ".new") << "not a socket";
+    auto refused = RegistrationServer::listen(third);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("third.sock.new exists and is not a socket"),
+              std::string::npos)
+        << refused.error().message;
+}
+
 // The real thing: this process holds its slot's lock, /proc is the real one,
 // the pid comes from SO_PEERCRED.
 TEST_F(SocketTest, RegistersThroughTheSocketWithPeerCredentials) {
