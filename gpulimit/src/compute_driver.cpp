@@ -26,6 +26,8 @@
 // shared GPU; it says so once. The host daemon measures by host pid.
 #include "compute_driver.hpp"
 
+#include "proc_trace.hpp"
+
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -156,6 +158,7 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
     }
     const uint64_t since_poll = sampler.last_poll_ns != 0 ? now_ns - sampler.last_poll_ns : 0;
     sampler.last_poll_ns = now_ns;
+    sampler.poll = {};
     if (!open_nvml(sampler, device)) {
         return 0;
     }
@@ -165,6 +168,9 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
     unsigned int count = kMaxSamples;
     const nvmlReturn_t result =
         nvml.nvmlDeviceGetProcessUtilization(sampler.nvml, samples, &count, sampler.last_seen_us);
+    sampler.poll.nvml_ns = limit::monotonic_ns() - now_ns;
+    sampler.poll.code = result;
+    sampler.poll.samples = result == NVML_SUCCESS ? count : 0;
     if (result == NVML_ERROR_NOT_FOUND) {
         return 0; // no sample since the last one seen
     }
@@ -185,11 +191,13 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
             if (group.has(sample.pid)) {
                 matched = true;
                 busy_ns += busy;
+                ++sampler.poll.matched;
             }
         }
     }
     if (matched) {
         sampler.ever_matched = true;
+        sampler.poll.busy_ns = busy_ns;
         return busy_ns;
     }
     // Samples for a second and never one of ours (another pid namespace: our
@@ -209,7 +217,9 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
                  "which also counts other users of the GPU; run the host daemon (gpu-limit "
                  "daemon) for per-process measurement\n");
         const unsigned int percent = rates.gpu > 100 ? 100 : rates.gpu;
-        return since_poll * percent / 100u;
+        sampler.poll.device_wide = true;
+        sampler.poll.busy_ns = since_poll * percent / 100u;
+        return sampler.poll.busy_ns;
     }
     return 0;
 }
@@ -219,6 +229,32 @@ struct DeviceDriver {
     limit::ShareController controller;
     ComputeSampler sampler;
 };
+
+// GPU_LIMIT_TRACE_COMPUTE (gpulimit(7)): one line per NVML poll of a device
+// this process drives, for checking the controller on a real driver.
+constinit std::atomic<int> g_compute_trace{kTraceUnread};
+
+void trace_poll(int device, const DeviceDriver& driver, uint64_t now_ns, bool open) {
+    const int fd = trace_file(g_compute_trace, "GPU_LIMIT_TRACE_COMPUTE");
+    if (fd < 0) {
+        return;
+    }
+    const ComputeSampler::Poll& poll = driver.sampler.poll;
+    char line[320];
+    const int length = std::snprintf(
+        line, sizeof(line),
+        "gpulimit: pid %d compute t=%llu ms device %d: nvml %llu us, code %d, %u samples, %u "
+        "ours%s, busy %llu us, window %llu us, balance %lld us, share %llu ppm, gate %s",
+        static_cast<int>(getpid()),
+        static_cast<unsigned long long>((now_ns - driver.sampler.started_ns) / 1'000'000), device,
+        static_cast<unsigned long long>(poll.nvml_ns / 1000), poll.code, poll.samples, poll.matched,
+        poll.device_wide ? " (device-wide)" : "",
+        static_cast<unsigned long long>(poll.busy_ns / 1000),
+        static_cast<unsigned long long>(driver.sampler.clock.window_us()),
+        static_cast<long long>(driver.controller.balance_ns() / 1000),
+        static_cast<unsigned long long>(driver.controller.share_ppm()), open ? "open" : "closed");
+    write_trace_line(fd, line, length, sizeof(line));
+}
 
 void* driver_main(void* argument) {
     Runtime& runtime = *static_cast<Runtime*>(argument);
@@ -281,7 +317,10 @@ void* driver_main(void* argument) {
                 loaded = true;
             }
             const uint64_t busy = measure(driver.sampler, device, group, now);
-            limit::drive_step(*record, driver.controller, now, busy, 1);
+            const bool open = limit::drive_step(*record, driver.controller, now, busy, 1);
+            if (driver.sampler.last_poll_ns == now) {
+                trace_poll(i, driver, now, open);
+            }
         }
     }
     return nullptr;

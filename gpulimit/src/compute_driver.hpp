@@ -23,6 +23,15 @@ struct ComputeSampler {
     uint64_t last_poll_ns = 0;
     uint64_t started_ns = 0; // when this process began to drive the device
     limit::SampleClock clock;
+    // The last poll, for GPU_LIMIT_TRACE_COMPUTE.
+    struct Poll {
+        uint64_t nvml_ns = 0; // time spent in NVML
+        int code = 0;         // nvmlDeviceGetProcessUtilization's result
+        unsigned samples = 0;
+        unsigned matched = 0;
+        uint64_t busy_ns = 0;
+        bool device_wide = false;
+    } poll;
 };
 
 } // namespace gpulimit

@@ -13,38 +13,40 @@
 namespace gpulimit {
 namespace {
 
-constexpr int kUnread = -2;
-constexpr int kOff = -1;
-constinit std::atomic<int> g_fd{kUnread};
-
 void say(const char* line) {
     (void)!write(STDERR_FILENO, line, std::strlen(line));
 }
 
-int open_trace() {
-    const char* value = secure_getenv(kProcTraceVariable);
-    int fd = kOff;
+// A trace file named by an environment variable, opened on first use and
+// cached in `cache` (kTraceUnread until then, kTraceOff when there is none).
+int open_trace(std::atomic<int>& cache, const char* variable) {
+    const char* value = secure_getenv(variable);
+    int fd = kTraceOff;
     if (value == nullptr || value[0] == '\0') {
-        fd = kOff;
+        fd = kTraceOff;
     } else if (std::strcmp(value, "stderr") == 0) {
         fd = STDERR_FILENO;
     } else if (value[0] != '/') {
-        say("gpulimit: GPU_LIMIT_TRACE_PROC_ADDRESS is neither an absolute path nor \"stderr\"; "
-            "no trace is written; set it to a path such as /tmp/gpulimit-procs.log\n");
+        char line[256];
+        std::snprintf(line, sizeof(line),
+                      "gpulimit: %s is neither an absolute path nor \"stderr\"; no trace is "
+                      "written; set it to a path such as /tmp/gpulimit-trace.log\n",
+                      variable);
+        say(line);
     } else {
         fd = open(value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0) {
             char line[512];
             std::snprintf(line, sizeof(line),
-                          "gpulimit: cannot open GPU_LIMIT_TRACE_PROC_ADDRESS=%.300s: %s; no trace "
-                          "is written; name a file this process may create\n",
-                          value, std::strerror(errno));
+                          "gpulimit: cannot open %s=%.300s: %s; no trace is written; name a "
+                          "file this process may create\n",
+                          variable, value, std::strerror(errno));
             say(line);
-            fd = kOff;
+            fd = kTraceOff;
         }
     }
-    int expected = kUnread;
-    if (!g_fd.compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
+    int expected = kTraceUnread;
+    if (!cache.compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
         if (fd > STDERR_FILENO) {
             close(fd); // another thread opened it first
         }
@@ -53,9 +55,10 @@ int open_trace() {
     return fd;
 }
 
+constinit std::atomic<int> g_fd{kTraceUnread};
+
 int trace_fd() {
-    const int fd = g_fd.load(std::memory_order_acquire);
-    return fd != kUnread ? fd : open_trace();
+    return trace_file(g_fd, kProcTraceVariable);
 }
 
 // The requests seen, as 64-bit hashes (0 is never stored): a set that only
@@ -104,6 +107,23 @@ bool first_time(uint64_t hash) {
 
 } // namespace
 
+int trace_file(std::atomic<int>& cache, const char* variable) {
+    const int fd = cache.load(std::memory_order_acquire);
+    return fd != kTraceUnread ? fd : open_trace(cache, variable);
+}
+
+void write_trace_line(int fd, char* line, int length, size_t size) {
+    if (fd < 0 || length < 0) {
+        return;
+    }
+    if (static_cast<size_t>(length) > size - 2) {
+        length = static_cast<int>(size - 2);
+    }
+    line[length++] = '\n';
+    // One write per line: with O_APPEND, lines of several processes do not mix.
+    (void)!write(fd, line, static_cast<size_t>(length));
+}
+
 bool proc_trace_enabled() {
     return trace_fd() >= 0;
 }
@@ -121,19 +141,11 @@ void proc_trace(const char* api, const char* symbol, int cudaVersion, cuuint64_t
     const int what_length = std::vsnprintf(what, sizeof(what), outcome, args);
     va_end(args);
     char line[512];
-    int length =
+    const int length =
         std::snprintf(line, sizeof(line) - 1, "gpulimit: pid %d %s(%.128s, %d, %llu): %s",
                       static_cast<int>(getpid()), api, name, cudaVersion,
                       static_cast<unsigned long long>(flags), what_length >= 0 ? what : "?");
-    if (length < 0) {
-        return;
-    }
-    if (static_cast<size_t>(length) > sizeof(line) - 2) {
-        length = static_cast<int>(sizeof(line) - 2);
-    }
-    line[length++] = '\n';
-    // One write per line: with O_APPEND, lines of several processes do not mix.
-    (void)!write(fd, line, static_cast<size_t>(length));
+    write_trace_line(fd, line, length, sizeof(line));
 }
 
 } // namespace gpulimit

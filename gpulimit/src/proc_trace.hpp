@@ -12,7 +12,20 @@
 
 #include "cuda_abi.hpp"
 
+#include <atomic>
+#include <cstddef>
+
 namespace gpulimit {
+
+// A diagnostic trace file named by an environment variable (an absolute
+// path, appended to, created 0600; or "stderr"), read with secure_getenv on
+// first use and cached in `cache`: its fd, or kTraceOff. Used by this trace
+// and the compute driver's (GPU_LIMIT_TRACE_COMPUTE).
+inline constexpr int kTraceUnread = -2;
+inline constexpr int kTraceOff = -1;
+int trace_file(std::atomic<int>& cache, const char* variable);
+// Writes line[0, length) and a newline in one write (truncated to size - 2).
+void write_trace_line(int fd, char* line, int length, size_t size);
 
 inline constexpr const char* kProcTraceVariable = "GPU_LIMIT_TRACE_PROC_ADDRESS";
 
