@@ -11,6 +11,10 @@ Each subcommand prints one JSON object on its last line of stdout.
   share PID START STOP     NVML's view of the GPU over [START, STOP] seconds
                            from now: the device's busy share and PID's
   apps                     NVML's compute processes: pid -> used MiB
+  poll SECONDS [MS]        what a poller of NVML's utilization sees, every MS
+                           (default 50) milliseconds, as libgpulimit's compute
+                           driver polls it: each call's new per-process
+                           samples and the device's own samples
 """
 import ctypes
 import json
@@ -160,9 +164,42 @@ def cmd_apps():
                                  for i in range(request.count if code == 0 else 0)}})
 
 
+def cmd_poll(seconds, period_ms="50"):
+    nvml, device = nvml_device()
+    rows = (ProcessUtilization * 4096)()
+    samples = (Sample * 512)()
+    start = time.time()
+    process_seen = int(start * 1e6)
+    device_seen = process_seen
+    polls = []
+    while time.time() - start < float(seconds):
+        t = round(time.time() - start, 3)
+        count = ctypes.c_uint(4096)
+        code = nvml.nvmlDeviceGetProcessUtilization(device, rows, ctypes.byref(count),
+                                                    ctypes.c_ulonglong(process_seen))
+        got = []
+        if code == 0:
+            for i in range(count.value):
+                got.append([rows[i].pid, round((rows[i].timeStamp - start * 1e6) / 1000, 1), rows[i].smUtil])
+                process_seen = max(process_seen, rows[i].timeStamp)
+        dcount = ctypes.c_uint(512)
+        value_type = ctypes.c_int()
+        dcode = nvml.nvmlDeviceGetSamples(device, 1, ctypes.c_ulonglong(device_seen),
+                                          ctypes.byref(value_type), ctypes.byref(dcount), samples)
+        dev = []
+        if dcode == 0:
+            for i in range(dcount.value):
+                dev.append([round((samples[i].timeStamp - start * 1e6) / 1000, 1), samples[i].value & 0xFFFFFFFF])
+                device_seen = max(device_seen, samples[i].timeStamp)
+        if got or dev:
+            polls.append({"t": t, "code": code, "process": got, "device": dev})
+        time.sleep(float(period_ms) / 1000)
+    emit({"polls": polls})
+
+
 def main(argv):
     commands = {"context": cmd_context, "mem": cmd_mem, "hold": cmd_hold, "matmul": cmd_matmul,
-                "share": cmd_share, "apps": cmd_apps}
+                "share": cmd_share, "apps": cmd_apps, "poll": cmd_poll}
     if len(argv) < 2 or argv[1] not in commands:
         sys.exit(__doc__)
     commands[argv[1]](*argv[2:])
