@@ -177,6 +177,9 @@ uint64_t SampleClock::window_us() const {
 }
 
 void SampleClock::learn_gap(uint64_t gap_us) {
+    if (gap_us < kMinWindowUs) {
+        return;
+    }
     gaps_[gap_next_] = gap_us < kMaxWindowUs ? gap_us : kMaxWindowUs;
     gap_next_ = (gap_next_ + 1) % kGaps;
     gap_count_ += gap_count_ < kGaps ? 1 : 0;

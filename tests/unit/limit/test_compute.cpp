@@ -345,6 +345,34 @@ TEST(Compute, SampleClockTakesTheWindowFromDeviceSamples) {
     EXPECT_EQ(clock.window_us(), 1'000'000u);
 }
 
+// As a real driver showed it (580.159.04 on an H100, the acceptance run's
+// compute trace): device samples every 200 ms, give or take 2 ms, and once
+// two of them 272 us apart. The short gap used to become the window, every
+// later sample of a busy process then counted 272 us, and a 50% cap let the
+// process run at 99%.
+TEST(Compute, SampleClockIgnoresAGapNoWindowCouldBe) {
+    constexpr uint64_t kStartUs = 1'000'000'000;
+    SampleClock clock;
+    uint64_t t = kStartUs;
+    const uint64_t jitter[] = {199'998, 199'867, 201'428, 198'509, 200'066, 200'280};
+    for (int i = 0; i < 24; ++i) {
+        t += jitter[i % 6];
+        clock.device_sample(t);
+        clock.busy_ns(42, t, 99);
+    }
+    EXPECT_EQ(clock.window_us(), 198'509u);
+    clock.device_sample(t + 272);
+    EXPECT_EQ(clock.window_us(), 198'509u);
+    t += 200'000;
+    clock.device_sample(t);
+    EXPECT_EQ(clock.busy_ns(42, t, 99), uint64_t{198'509'000} * 99 / 100);
+    // Per-process gaps teach nothing that short either.
+    SampleClock fresh;
+    fresh.busy_ns(7, kStartUs, 50);
+    fresh.busy_ns(7, kStartUs + 300, 50);
+    EXPECT_EQ(fresh.window_us(), SampleClock::kDefaultWindowUs);
+}
+
 TEST(Compute, SampleClockLearnsLongWindowsAndIgnoresSamplesSeen) {
     SampleClock clock;
     // A GPU that samples once a second: the first sample counts the default

@@ -143,6 +143,12 @@ class SampleClock {
 
     static constexpr uint64_t kDefaultWindowUs = 1'000'000 / 6;
     static constexpr uint64_t kMaxWindowUs = 1'000'000; // NVML's longest
+    // NVML's shortest sample period is 1/6 s (nvml.h); a gap much shorter
+    // than that is not a window and teaches nothing. A real driver
+    // (580.159.04, an H100, 200 ms windows) returned two device samples
+    // 272 us apart once in a few seconds: taken as the window, it made every
+    // later sample count 272 us of busy time, and the cap let go.
+    static constexpr uint64_t kMinWindowUs = 150'000;
     static constexpr int kPids = 64;
     static constexpr int kGaps = 32;
 
