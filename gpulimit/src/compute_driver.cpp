@@ -142,7 +142,11 @@ void learn_window(ComputeSampler& sampler) {
                                   samples) != NVML_SUCCESS) {
         return; // NOT_FOUND (none new), NOT_SUPPORTED, or an error
     }
+    const uint64_t now_us = realtime_us();
     for (unsigned int i = 0; i < count && i < static_cast<unsigned int>(kMaxSamples); ++i) {
+        if (!limit::plausible_sample_time(samples[i].timeStamp, now_us)) {
+            continue;
+        }
         sampler.clock.device_sample(samples[i].timeStamp);
         if (samples[i].timeStamp > sampler.device_seen_us) {
             sampler.device_seen_us = samples[i].timeStamp;
@@ -178,8 +182,12 @@ uint64_t measure(ComputeSampler& sampler, const DeviceInfo& device, const GroupP
     bool matched = false;
     uint64_t busy_ns = 0;
     if (result == NVML_SUCCESS) {
+        const uint64_t now_us = realtime_us();
         for (unsigned int i = 0; i < count && i < static_cast<unsigned int>(kMaxSamples); ++i) {
             const nvmlProcessUtilizationSample_t& sample = samples[i];
+            if (!limit::plausible_sample_time(sample.timeStamp, now_us)) {
+                continue;
+            }
             if (sample.timeStamp > sampler.last_seen_us) {
                 sampler.last_seen_us = sample.timeStamp;
             }

@@ -603,8 +603,9 @@ void DaemonCore::poll_utilization(uint64_t now_ns) {
             continue;
         }
         uint64_t newest = clock.last_seen_us;
+        const uint64_t now_us = effects_.realtime_us();
         for (const NvmlSample& sample : samples) {
-            if (sample.pid <= 0) {
+            if (sample.pid <= 0 || !plausible_sample_time(sample.timestamp_us, now_us)) {
                 continue;
             }
             newest = std::max(newest, sample.timestamp_us);

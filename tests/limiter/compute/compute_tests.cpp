@@ -233,6 +233,18 @@ TEST_F(Compute, Cap50DeepQueue) {
     run_cap(50, {"sync=0", "depth=64", "seconds=8"});
 }
 
+// NVML's device samples as a real driver gave them once in a few seconds
+// (580.159.04, an H100): an entry stamped about 2^64 us, then the last window
+// again 0.5 ms later. The driver took 0.5 ms as the sample window (every
+// sample then counted almost nothing) and the far-future stamp as the last
+// sample seen (no sample after it ever came); the cap let go.
+TEST_F(Compute, Cap50WithTheRealDriversSampleGlitch) {
+    Job j = capped("glitch", 50, {"sync=4", "seconds=8"});
+    j.env["GPULIMIT_STANDIN_NVML_SAMPLE_GLITCH"] = "1";
+    run_all({&j});
+    expect_share(j, 0.5);
+}
+
 // Two groups on one device at once get their caps, not an even split.
 TEST_F(Compute, TwoGroupsAt30And70) {
     Job a = capped("thirty", 30, {"sync=4"});

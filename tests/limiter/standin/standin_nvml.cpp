@@ -493,6 +493,18 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
+// GPULIMIT_STANDIN_NVML_SAMPLE_GLITCH=1: every 12th window (2 s) the device
+// samples have the real driver's glitch (below; seen by the acceptance run's
+// 50 ms poller and the compute driver's trace, tests/gpu). Read once.
+constexpr unsigned long long kGlitchStampUs = 18'446'744'073'709'000'000ULL;
+bool glitch_window(uint64_t window_end_ns) {
+    static const bool on = [] {
+        const char* value = std::getenv("GPULIMIT_STANDIN_NVML_SAMPLE_GLITCH");
+        return value != nullptr && std::strcmp(value, "1") == 0;
+    }();
+    return on && (window_end_ns / standin::timeline::kWindowNs) % 12 == 0;
+}
+
 // NVML_GPU_UTILIZATION_SAMPLES only: one sample per ended window, busy or
 // idle (unlike the per-process samples), the device's busy percent as an
 // unsigned int (NVML_VALUE_TYPE_UNSIGNED_INT). Other sampling types: not
@@ -531,6 +543,16 @@ STANDIN_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSampli
         sample.timeStamp = stamp;
         sample.sampleValue.uiVal = percent(busy);
         found.push_back(sample);
+        if (glitch_window(end)) {
+            // As 580.159.04 did once in a few seconds on an H100: the
+            // window again a fraction of a millisecond later, and an entry
+            // stamped about 2^64 us with value 0.
+            sample.timeStamp = stamp + 272;
+            found.push_back(sample);
+            nvmlSample_t bogus{};
+            bogus.timeStamp = kGlitchStampUs;
+            found.push_back(bogus);
+        }
     }
     *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
     if (found.empty()) {

@@ -759,6 +759,31 @@ TEST_F(DaemonTest, SamplesFromBeforeTheDaemonStartedAreNotCharged) {
     EXPECT_GT(record.busy_ns.load(), 0u);
 }
 
+// A sample stamped about 2^64 us (a real driver returned one): ignored, so
+// the next query still asks for samples after the last real one and the
+// samples after it count.
+TEST_F(DaemonTest, ASampleFromTheFarFutureIsIgnored) {
+    make_group(kContainer, 1024 * kOneMiB, 25);
+    fake_process(5000, 600, "0::/\n", app.own_slot());
+    ASSERT_EQ(register_as(5000, app.own_slot()), "OK\n");
+    nvml.running = {{5000, 1 * kOneMiB}};
+    ComputeRecord& record = file->header.compute[0];
+    effects.now = 10 * kSecond;
+    core().sample();
+    nvml.samples.push_back({5000, 0, UINT64_MAX - 5});
+    effects.now += 2 * kControlPeriodNs;
+    core().step_compute();
+    const uint64_t before = nvml.last_since;
+    EXPECT_LT(before, effects.now / 1000 + 1'000'000);
+    nvml.samples.push_back({5000, 100, effects.now / 1000});
+    effects.now += 2 * kControlPeriodNs;
+    core().step_compute();
+    effects.now += 2 * kControlPeriodNs;
+    core().step_compute();
+    EXPECT_LT(nvml.last_since, effects.now / 1000 + 1'000'000);
+    EXPECT_GT(record.busy_ns.load(), 0u);
+}
+
 TEST_F(DaemonTest, NoComputeCapNoDriving) {
     make_group(kContainer, 1024 * kOneMiB, 0);
     nvml.samples = {{5000, 100, 1}};

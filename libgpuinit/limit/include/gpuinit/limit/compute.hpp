@@ -129,6 +129,15 @@ class ShareController {
 //     window makes a gap too long, never too short, so the shortest is the
 //     window once some process was busy in two windows in a row.
 // Until then, NVML's most common window, 1/6 s. Pure: tests feed it samples.
+// Whether an NVML sample's timestamp (CLOCK_REALTIME, microseconds) can be a
+// sample at all at now_us: not later than the longest window from now. The
+// same real driver returned, once, a device sample stamped about 2^64 us:
+// taken as the last one seen, it would make every later query ask for
+// samples after it, get none, and measure nothing for good.
+inline bool plausible_sample_time(uint64_t timestamp_us, uint64_t now_us) {
+    return timestamp_us <= now_us + 1'000'000;
+}
+
 class SampleClock {
   public:
     // The busy time one new sample stands for; 0 for a sample already seen
