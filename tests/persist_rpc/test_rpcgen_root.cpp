@@ -2,9 +2,18 @@
 // sets, which only root may make, and what other users get. Each answer is
 // the one NVIDIA/nvidia-persistenced 595.71.05 gives (command_server.c,
 // nvidia-persistenced.c set_device_mode and set_device_numa_status).
+#include "gpuinit/persist/rpc.hpp"
 #include "rpcgen_support.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <thread>
 #include <unistd.h>
 
 namespace gpuinit::testing {
@@ -143,6 +152,86 @@ TEST_F(NvpdRpcgenRoot, OtherUsers) {
     EXPECT_EQ(answers[8], NVPD_STATUS_SUCCESS);
     EXPECT_EQ(answers[9], 1);
     EXPECT_EQ(mode_of(kHeld.bus), 1);
+}
+
+int connect_to(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// The daemon's CPU time so far (user and system), in clock ticks.
+long cpu_ticks(const TempDir& dir) {
+    char text[64] = {};
+    int fd = ::open((dir / "run/gpu-persist/gpu-persist.pid").c_str(), O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? ::read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    if (got <= 0) {
+        return -1;
+    }
+    std::string stat_path = "/proc/" + std::to_string(std::atoi(text)) + "/stat";
+    char stat[1024] = {};
+    fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+    got = fd >= 0 ? ::read(fd, stat, sizeof(stat) - 1) : -1;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    // After "pid (comm) ": state is field 3, utime 14, stime 15.
+    const char* at = got > 0 ? std::strrchr(stat, ')') : nullptr;
+    long utime = 0;
+    long stime = 0;
+    if (at == nullptr || std::sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld",
+                                     &utime, &stime) != 2) {
+        return -1;
+    }
+    return utime + stime;
+}
+
+// A client that goes away while its call waits for a GPU's init: the
+// daemon neither spins on the hung-up socket nor forgets the calls it has.
+TEST_F(NvpdRpcgenRoot, AClientGoneWhileItsCallWaitsCostsNothing) {
+    RpcgenClient v1(daemon_.socket(), NVPD_PERSISTENCE_V1);
+    ASSERT_EQ(v1.set(kSlow.bus, 0), NVPD_STATUS_SUCCESS) << v1.error();
+    // The next open of kSlow's node initializes for 2 s.
+    std::string node = daemon_.dir() / ("dev/nvidia" + std::to_string(kSlow.minor));
+    int fd = ::open(node.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "slow 2000", 9), 9);
+    ::close(fd);
+    int enabled = -1;
+    std::thread enable([&] { enabled = v1.set(kSlow.bus, 1); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    long before = cpu_ticks(daemon_.dir());
+    // Get calls about the GPU being initialized wait; their clients hang up.
+    for (int i = 0; i < 4; ++i) {
+        int client = connect_to(daemon_.socket());
+        ASSERT_GE(client, 0);
+        std::string call = frame_rpc_record(
+            encode_get_mode_call(0x900 + i, {0, static_cast<uint32_t>(kSlow.bus), 0, 0}));
+        call += call; // and one more behind it
+        ASSERT_EQ(::send(client, call.data(), call.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(call.size()));
+        ::close(client);
+    }
+    enable.join();
+    long after = cpu_ticks(daemon_.dir());
+    EXPECT_EQ(enabled, NVPD_STATUS_SUCCESS) << v1.error();
+    ASSERT_GE(before, 0);
+    ASSERT_GE(after, 0);
+    long hz = ::sysconf(_SC_CLK_TCK);
+    // The init took about 1.8 s from `before`: spinning, the daemon uses
+    // most of that.
+    EXPECT_LT(after - before, hz / 4) << "the daemon used " << (after - before) * 1000 / hz
+                                      << " ms of CPU while the calls waited";
+    EXPECT_EQ(mode_of(kSlow.bus), 1);
 }
 
 } // namespace

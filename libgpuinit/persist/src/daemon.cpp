@@ -102,7 +102,8 @@ struct Connection {
     bool awaiting_settle = false; // a change whose GPUs are still initializing
     bool close_after_write = false;
     bool want_write = false;
-    bool reading = true; // EPOLLIN is registered
+    bool reading = true;    // EPOLLIN is registered
+    bool registered = true; // the fd is in epoll
 };
 
 PeerCredentials peer_of(int fd) {
@@ -1012,7 +1013,11 @@ void Daemon::flush(Connection& connection) {
         epoll_event event{};
         event.events = (reading ? EPOLLIN | EPOLLRDHUP : 0U) | (want_write ? EPOLLOUT : 0U);
         event.data.u64 = kTagConnection | connection.id;
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+        if (connection.registered) {
+            ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+        } else if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, connection.fd.get(), &event) == 0) {
+            connection.registered = true;
+        }
     }
 }
 
@@ -1035,6 +1040,17 @@ void Daemon::on_connection(uint64_t id, uint32_t events) {
         }
     }
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0) {
+        return;
+    }
+    if (connection.rpc && connection.pending) {
+        // Hung up while its call waits: epoll reports that on every wait,
+        // and nothing is read before the call is answered. Unwatched until
+        // then (flush() adds it back); the call is still carried out, as
+        // nvidia-persistenced finishes a call whose client left.
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
+        connection.registered = false;
+        connection.reading = false;
+        connection.want_write = false;
         return;
     }
     char buffer[1024];
