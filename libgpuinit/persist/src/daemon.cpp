@@ -908,6 +908,8 @@ void Daemon::serve_rpc(uint64_t id) {
             break;
         case RpcIncoming::Kind::Reply:
             connection.out += frame_rpc_record(incoming.reply);
+            // A connection that keeps calling stays; one that idles is dropped.
+            connection.deadline = Clock::now() + kRequestDeadline;
             break;
         case RpcIncoming::Kind::Call:
             connection.pending = PendingRpc{std::move(incoming.call)};
@@ -1078,9 +1080,9 @@ void Daemon::on_connection(uint64_t id, uint32_t events) {
     }
     std::string_view data(buffer, static_cast<size_t>(got));
     if (connection.rpc) {
+        // The deadline moves with whole calls only (serve_rpc): a record
+        // trickled a byte at a time is dropped like an idle connection.
         connection.in.append(data);
-        // A connection that keeps calling stays; one that idles is dropped.
-        connection.deadline = Clock::now() + kRequestDeadline;
         serve_rpc(id);
         return;
     }

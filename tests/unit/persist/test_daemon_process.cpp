@@ -372,6 +372,33 @@ TEST_F(PersistDaemonTest, SurvivesAThousandMalformedRpcCalls) {
     EXPECT_TRUE(reply->rpc_error.empty()) << reply->rpc_error;
 }
 
+// A record trickled a byte at a time never completes within the deadline:
+// the connection is dropped at it, however often bytes come.
+TEST_F(PersistDaemonTest, ATrickledRpcRecordIsDroppedAtTheDeadline) {
+    int fd = connect_unix(compat());
+    ASSERT_GE(fd, 0);
+    auto start = Clock::now();
+    std::string framed = frame_rpc_record(encode_get_mode_call(0x7121c, {0, 0x17, 0, 0}));
+    bool closed = false;
+    for (size_t sent = 0; Clock::now() - start < std::chrono::seconds(9);) {
+        if (sent < framed.size() &&
+            ::send(fd, framed.data() + sent, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+            ++sent;
+        }
+        pollfd waiting{fd, POLLIN, 0};
+        if (::poll(&waiting, 1, 250) == 1) {
+            char byte = 0;
+            closed = ::recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+            break;
+        }
+    }
+    auto took = Clock::now() - start;
+    ::close(fd);
+    EXPECT_TRUE(closed) << "a client trickling bytes was never dropped";
+    EXPECT_LT(took, std::chrono::seconds(7));
+    ASSERT_TRUE(daemon_->alive());
+}
+
 // The fixture's GPUs have no node: gpu-persist cannot hold them, and
 // nvidia-persistenced answers a set it cannot carry out with
 // NVPD_ERR_DRIVER (set_device_mode), the mode staying off.
