@@ -2,6 +2,7 @@
 // sets, which only root may make, and what other users get. Each answer is
 // the one NVIDIA/nvidia-persistenced 595.71.05 gives (command_server.c,
 // nvidia-persistenced.c set_device_mode and set_device_numa_status).
+#include "gpuinit/persist/client.hpp"
 #include "gpuinit/persist/rpc.hpp"
 #include "rpcgen_support.hpp"
 
@@ -10,9 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -232,6 +236,64 @@ TEST_F(NvpdRpcgenRoot, AClientGoneWhileItsCallWaitsCostsNothing) {
     EXPECT_LT(after - before, hz / 4) << "the daemon used " << (after - before) * 1000 / hz
                                       << " ms of CPU while the calls waited";
     EXPECT_EQ(mode_of(kSlow.bus), 1);
+}
+
+// Any user may connect to the socket (0666), but no user can take every
+// connection the daemon keeps: root's control requests and other users'
+// calls still get through.
+TEST_F(NvpdRpcgenRoot, OneUserCannotTakeEveryConnection) {
+    int ready[2];
+    int done[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(done), 0);
+    std::string socket = daemon_.socket();
+    pid_t hog = ::fork();
+    if (hog == 0) {
+        ::close(ready[0]);
+        ::close(done[1]);
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+            ::setresuid(65534, 65534, 65534) != 0) {
+            ::_exit(1);
+        }
+        std::vector<int> held;
+        held.reserve(100);
+        for (int i = 0; i < 100; ++i) {
+            held.push_back(connect_to(socket));
+        }
+        char byte = 1;
+        (void)!::write(ready[1], &byte, 1);
+        pollfd parent{done[0], POLLIN, 0};
+        ::poll(&parent, 1, 10'000);
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(done[0]);
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the child could not drop to uid 65534";
+    auto root = Sysroot::open(daemon_.dir().path());
+    ASSERT_TRUE(root);
+    auto status = persist_request(*root, ControlRequest{}, 2000);
+    EXPECT_TRUE(status) << status.error().message;
+    auto get = persistence_rpc_get(*root, {0, static_cast<uint32_t>(kHeld.bus), 0, 0});
+    ASSERT_TRUE(get) << get.error().message;
+    EXPECT_EQ(get->status, NvPdStatus::Success);
+    // Another user's nvidia-smi.
+    pid_t other = ::fork();
+    if (other == 0) {
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(65533, 65533, 65533) != 0 ||
+            ::setresuid(65533, 65533, 65533) != 0) {
+            ::_exit(2);
+        }
+        RpcgenClient v1(socket, NVPD_PERSISTENCE_V1);
+        ::_exit(v1.get(kHeld.bus).status == NVPD_STATUS_SUCCESS ? 0 : 1);
+    }
+    int other_status = -1;
+    ::waitpid(other, &other_status, 0);
+    EXPECT_TRUE(WIFEXITED(other_status) && WEXITSTATUS(other_status) == 0)
+        << "another user's call was not answered (" << other_status << ")";
+    ::close(done[1]);
+    ::close(ready[0]);
+    ::waitpid(hog, nullptr, 0);
 }
 
 } // namespace

@@ -47,6 +47,11 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
 constexpr auto kSettleDeadline = std::chrono::seconds(120);
 constexpr size_t kMaxConnections = 64;
+// The RPC socket is every user's (0666): other users' connections to it
+// get at most half of the above, one user at most a few, so that root's
+// control requests and nvidia-smi, and the other users', still get in.
+constexpr size_t kMaxUnprivilegedRpcConnections = kMaxConnections / 2;
+constexpr size_t kMaxRpcConnectionsPerUser = 8;
 constexpr size_t kMaxPendingOutput = size_t{256} << 10;
 constexpr std::string_view kStatusName = "status";
 constexpr std::string_view kCompatDir = "run/nvidia-persistenced";
@@ -799,11 +804,26 @@ void Daemon::on_accept(int listen_fd, bool rpc) {
         if (connections_.size() >= kMaxConnections) {
             continue; // closed: too many at once
         }
+        PeerCredentials peer = peer_of(fd.get());
+        if (rpc && peer.uid != 0) {
+            size_t unprivileged = 0;
+            size_t same_user = 0;
+            for (const Connection& other : connections_) {
+                if (other.rpc && other.peer.uid != 0) {
+                    ++unprivileged;
+                    same_user += other.peer.uid == peer.uid ? 1 : 0;
+                }
+            }
+            if (unprivileged >= kMaxUnprivilegedRpcConnections ||
+                same_user >= kMaxRpcConnectionsPerUser) {
+                continue; // closed: that user, or other users, have enough
+            }
+        }
         Connection& connection = connections_.emplace_back();
         connection.id = next_id_++;
         connection.fd = std::move(fd);
         connection.rpc = rpc;
-        connection.peer = peer_of(connection.fd.get());
+        connection.peer = std::move(peer);
         connection.deadline = Clock::now() + kRequestDeadline;
         add_epoll(connection.fd.get(), kTagConnection | connection.id, EPOLLIN | EPOLLRDHUP);
     }
