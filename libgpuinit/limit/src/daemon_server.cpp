@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,11 +48,23 @@ Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
         return errno_error("bind " + fresh);
     }
     // 0666: processes of any uid in any container connect; SO_PEERCRED and
-    // the lock check say who they are. chmod on a path in the daemon's own
-    // root-owned directory (nobody else can swap the name).
-    if (::chmod(fresh.c_str(), 0666) != 0) {
+    // the lock check say who they are. --socket may name a directory others
+    // can write, where the name could be swapped for a link after bind():
+    // the mode goes to the inode found at the name without following it,
+    // and only if that is the socket just bound (ours, one link), through
+    // /proc/self/fd (fchmod does not take an O_PATH fd).
+    UniqueFd bound(::open(fresh.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat bound_status {};
+    if (!bound.valid() || ::fstat(bound.get(), &bound_status) != 0 ||
+        !S_ISSOCK(bound_status.st_mode) || bound_status.st_uid != ::geteuid() ||
+        bound_status.st_nlink != 1) {
+        return error(fresh + " is not the socket just bound there (replaced since): give a "
+                             "--socket in a directory nobody else can write");
+    }
+    const std::string by_fd = "/proc/self/fd/" + std::to_string(bound.get());
+    if (::chmod(by_fd.c_str(), 0666) != 0) {
         ::unlink(fresh.c_str());
-        return errno_error("chmod 0666 " + fresh);
+        return errno_error("chmod 0666 " + fresh + " (through " + by_fd + ": is /proc mounted?)");
     }
     if (::listen(server.listener_.get(), 128) != 0) {
         ::unlink(fresh.c_str());

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -18,10 +19,13 @@
 #include <random>
 #include <set>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace gpuinit::limit {
@@ -1083,6 +1087,71 @@ TEST_F(SocketTest, ThePathAppearsListening) {
     EXPECT_NE(refused.error().message.find("third.sock.new exists and is not a socket"),
               std::string::npos)
         << refused.error().message;
+}
+
+// --socket may name a directory others can write: one of them may swap the
+// freshly bound <path>.new for a link (here, in the very moment after
+// bind(), with ptrace) before it is made 0666. The 0666 goes to the socket
+// bound, or nowhere: never through the link.
+TEST(RegistrationSocket, ANameSwappedAfterBindIsNotFollowed) {
+    TempDir dir;
+    const std::string path = dir / "daemon.sock";
+    const std::string secret = dir / "secret";
+    int fd = ::open(secret.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    pid_t child = ::fork();
+    if (child == 0) {
+        if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+            ::_exit(77);
+        }
+        ::raise(SIGSTOP);
+        auto server = RegistrationServer::listen(path);
+        ::_exit(server ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        GTEST_SKIP() << "ptrace is not allowed here";
+    }
+    ASSERT_TRUE(WIFSTOPPED(status));
+    // ptrace() takes its options, signal and size as the data pointer.
+    // NOLINTBEGIN(performance-no-int-to-ptr)
+    ASSERT_EQ(::ptrace(PTRACE_SETOPTIONS, child, nullptr,
+                       reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
+              0);
+    bool swapped = false;
+    uint64_t entered = 0;
+    int signal = 0;
+    while (::ptrace(PTRACE_SYSCALL, child, nullptr, reinterpret_cast<void*>(intptr_t{signal})) ==
+               0 &&
+           ::waitpid(child, &status, 0) == child && WIFSTOPPED(status)) {
+        signal = 0;
+        if (WSTOPSIG(status) != (SIGTRAP | 0x80)) {
+            signal = WSTOPSIG(status);
+            continue;
+        }
+        __ptrace_syscall_info info{};
+        if (::ptrace(PTRACE_GET_SYSCALL_INFO, child, reinterpret_cast<void*>(sizeof info), &info) <=
+            0) {
+            continue;
+        }
+        // NOLINTEND(performance-no-int-to-ptr)
+        if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+            entered = info.entry.nr;
+        } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && entered == SYS_bind && !swapped &&
+                   info.exit.rval == 0) {
+            ASSERT_EQ(::rename((path + ".new").c_str(), (dir / "moved").c_str()), 0);
+            ASSERT_EQ(::symlink(secret.c_str(), (path + ".new").c_str()), 0);
+            swapped = true;
+        }
+    }
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    ASSERT_TRUE(swapped) << "bind() was never seen";
+    struct stat st {};
+    ASSERT_EQ(::stat(secret.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << "chmod followed the link";
+    EXPECT_NE(WEXITSTATUS(status), 0) << "the server listens on a name it does not hold";
 }
 
 // The real thing: this process holds its slot's lock, /proc is the real one,
