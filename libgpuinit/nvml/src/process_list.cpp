@@ -18,6 +18,11 @@ constexpr uint32_t kMaxInstanceId = 64;
 // More processes than this on one GPU is not a listing to believe.
 constexpr uint32_t kMaxProcesses = 4096;
 constexpr uint32_t kFirstRoom = 64;
+// The bytes given for each entry asked for: twice the widest layout. A
+// driver that widens an unversioned entry again (R535 appended 8 bytes to
+// _v3's) writes count x its stride whatever room it was told; up to this
+// wide that lands in the buffer, is measured, and refused.
+constexpr size_t kEntryRoom = 2 * size_t{kMaxStride};
 
 bool unavailable(nvmlReturn_t code) {
     return code == NVML_ERROR_NOT_SUPPORTED || code == NVML_ERROR_FUNCTION_NOT_FOUND ||
@@ -121,10 +126,11 @@ ProcessLister::Outcome ProcessLister::read(ProcessCall call, nvmlDevice_t device
     uint32_t room = kFirstRoom;
     bool vanished_once = false;
     for (int attempt = 0; attempt < 6; ++attempt) {
-        // Room for `room` entries of the widest layout, and one more, so a
-        // driver that writes wider entries than we know shows as a stride
-        // we refuse rather than as a write past the buffer's end.
-        buffer_.assign(static_cast<size_t>(room + 1) * kMaxStride, kSentinel);
+        // Room for `room` entries of twice the widest layout, and one more,
+        // so a driver that writes wider entries than we know (or one entry
+        // too many) shows as a stride we refuse rather than as a write past
+        // the buffer's end.
+        buffer_.assign((size_t{room} + 1) * kEntryRoom, kSentinel);
         uint32_t count = room;
         nvmlReturn_t code = call_once(call, device, buffer_.data(), count);
         if (code == NVML_ERROR_INSUFFICIENT_SIZE) {

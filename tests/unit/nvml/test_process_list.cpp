@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <set>
 #include <unistd.h>
 #include <vector>
@@ -36,6 +37,7 @@ struct Driver {
     std::vector<FakeProcess> stale;
 };
 Driver g_driver;
+int g_overruns = 0;
 
 nvmlReturn_t write_entries(FakeCall& call, unsigned* count, void* buffer) {
     ++call.calls;
@@ -52,6 +54,13 @@ nvmlReturn_t write_entries(FakeCall& call, unsigned* count, void* buffer) {
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     auto* out = static_cast<unsigned char*>(buffer);
+    // A driver writes what it writes; the test records a write that would
+    // go past the reader's buffer instead of making it.
+    if (listed.size() * call.stride > ::malloc_usable_size(buffer)) {
+        ++g_overruns;
+        *count = static_cast<unsigned>(listed.size());
+        return NVML_SUCCESS;
+    }
     for (size_t i = 0; i < listed.size(); ++i) {
         unsigned char* entry = out + i * call.stride;
         std::memcpy(entry, &listed[i].pid, 4);
@@ -93,6 +102,7 @@ class ProcessListTest : public ::testing::Test {
   protected:
     void SetUp() override {
         g_driver = Driver{};
+        g_overruns = 0;
         g_driver.processes = {{4242, 512ULL << 20}, {4243, 3ULL << 30}, {90001, 7}};
         g_alive = {4242, 4243, 90001};
         functions.nvmlDeviceGetRunningProcessDetailList = fake_detail;
@@ -237,6 +247,30 @@ TEST_F(ProcessListTest, AnUnknownLayoutEverywhereIsUntrusted) {
     // And it stays so: a call once refused is not asked again.
     EXPECT_EQ(lister.list(device).status, ProcessListing::Status::Untrusted);
     EXPECT_EQ(g_driver.v3.calls, 1);
+}
+
+// A driver that widens its entries again (as R535 did, by 8 bytes) writes
+// count x its stride: the buffer has room for that, so the stride is
+// measured and refused, not written past the buffer's end, even with the
+// listing as full as the room asked for.
+TEST_F(ProcessListTest, WiderEntriesThanAnyLayoutStayInTheBuffer) {
+    for (uint32_t processes : {60U, 300U}) {
+        g_driver.processes.clear();
+        for (uint32_t pid = 1000; pid < 1000 + processes; ++pid) {
+            g_driver.processes.push_back({pid, pid * 4096ULL});
+            g_alive.insert(pid);
+        }
+        for (uint32_t stride : {40U, 48U, 64U}) {
+            g_driver.v3 = FakeCall{};
+            g_driver.v3.stride = stride;
+            ProcessLister lister(functions, fake_alive);
+            ProcessListing listing = lister.list(device);
+            EXPECT_EQ(g_overruns, 0) << processes << " processes, " << stride << "-byte entries";
+            EXPECT_NE(listing.status, ProcessListing::Status::Ok);
+            EXPECT_NE(lister.rejected(ProcessCall::V3), "") << stride;
+            g_overruns = 0;
+        }
+    }
 }
 
 TEST_F(ProcessListTest, ImplausibleInstanceIdsAreRefused) {
