@@ -164,6 +164,7 @@ class Daemon {
     bool take_pid_lock();
     bool own_directories();
     Result<UniqueFd> listen_at(const SafeDir& dir, std::string_view name, mode_t mode, gid_t group);
+    bool compat_socket_answers();
     void start_compat();
     void load_choices();
     void save_choices();
@@ -373,6 +374,29 @@ bool Daemon::take_pid_lock() {
     return true;
 }
 
+// Whether a daemon listens on nvidia-smi's socket now: connect() takes a
+// path, so, as for bind, relative to the directory's fd (fchdir there).
+bool Daemon::compat_socket_answers() {
+    auto dir = SafeDir::open(root_, kCompatDir);
+    if (!dir) {
+        return false;
+    }
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid() || ::fchdir(dir->fd()) != 0) {
+        return false;
+    }
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, kCompatSocketName.data(), kCompatSocketName.size());
+    const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    const int code = errno;
+    if (::fchdir(root_.fd()) != 0 && ::chdir("/") != 0) {
+        return false;
+    }
+    // A full backlog (EAGAIN) is a listener too.
+    return rc == 0 || code == EAGAIN || code == EINPROGRESS;
+}
+
 // bind() takes a path: bind the name relative to the directory's fd (fchdir
 // there), so no symlink on the way is followed; the umask gives the mode.
 Result<UniqueFd> Daemon::listen_at(const SafeDir& dir, std::string_view name, mode_t mode,
@@ -422,19 +446,31 @@ void Daemon::start_compat() {
         return;
     }
     // nvidia-persistenced already answers nvidia-smi: leave it its socket.
+    // A process name is anyone's to choose (prctl PR_SET_NAME), so it counts
+    // only while something listens on the socket, which only the owner of
+    // that directory (root, or nvidia-persistenced's --user) can bind.
     if (auto pids = root_.list_dir("proc")) {
         for (const std::string& pid : *pids) {
             if (!parse_decimal(pid)) {
                 continue;
             }
             auto comm = root_.read_file("proc/" + pid + "/comm", 256);
-            if (comm && trim(*comm) == "nvidia-persiste") {
+            if (!comm || trim(*comm) != "nvidia-persiste") {
+                continue;
+            }
+            if (compat_socket_answers()) {
                 compat_state_ = "off (nvidia-persistenced runs as pid " + pid + ")";
                 log_.warning("nvidia-persistenced runs (pid " + pid +
                              "): not answering nvidia-smi's persistence RPC; stop and disable "
                              "nvidia-persistenced, then restart gpu-persist");
                 return;
             }
+            log_.warning(
+                "a process named nvidia-persistenced (pid " + pid +
+                ") runs, but nothing answers on " +
+                root_.display(std::string(kCompatDir) + "/" + std::string(kCompatSocketName)) +
+                ": answering nvidia-smi's persistence RPC there");
+            break;
         }
     }
     auto dir = SafeDir::open(root_, kCompatDir, 0755);

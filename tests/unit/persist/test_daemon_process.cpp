@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -238,6 +239,44 @@ TEST(PersistDaemonStart, HoldsThePlainPcieSeedMachine) {
     std::string log;
     EXPECT_EQ(start_and_stop(seed_machine(dir, nullptr), log), 0) << log;
     EXPECT_EQ(log.find("numa_status"), std::string::npos) << log;
+}
+
+// A process is named nvidia-persistenced ("nvidia-persiste" in comm) by
+// whoever starts it (prctl PR_SET_NAME): it turned nvidia-smi's
+// compatibility off for good. It counts only while something listens on
+// the socket, which a user cannot bind in that directory.
+TEST(PersistDaemonStart, ANameAloneDoesNotTakeNvidiaSmisSocket) {
+    testing::TempDir dir;
+    std::string root = seed_machine(dir, nullptr);
+    ASSERT_EQ(::mkdir((dir / "proc/4242").c_str(), 0755), 0);
+    { std::ofstream(dir / "proc/4242/comm") << "nvidia-persiste\n"; }
+    DaemonProcess daemon(root);
+    ASSERT_TRUE(daemon.wait_ready());
+    auto sysroot = Sysroot::open(root);
+    ASSERT_TRUE(sysroot);
+    auto reply = persist_request(*sysroot, ControlRequest{}, 5000);
+    ASSERT_TRUE(reply) << reply.error().message;
+    EXPECT_EQ(reply->reply.daemon.compat, "on");
+    EXPECT_EQ(daemon.stop(), 0);
+
+    // Something really listens there: left alone.
+    ASSERT_EQ(::mkdir((dir / "run/nvidia-persistenced").c_str(), 0755) == 0 || errno == EEXIST,
+              true);
+    int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::string path = dir / "run/nvidia-persistenced/socket";
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    ::unlink(path.c_str());
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    ASSERT_EQ(::listen(listener, 4), 0);
+    DaemonProcess second(root);
+    ASSERT_TRUE(second.wait_ready());
+    reply = persist_request(*sysroot, ControlRequest{}, 5000);
+    ASSERT_TRUE(reply) << reply.error().message;
+    EXPECT_EQ(reply->reply.daemon.compat, "off (nvidia-persistenced runs as pid 4242)");
+    EXPECT_EQ(second.stop(), 0);
+    ::close(listener);
 }
 
 TEST(PersistDaemonStart, RefusesACoherentMemoryMachine) {
