@@ -20,12 +20,6 @@
 
 namespace gpuinit::testing {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-constexpr uint32_t kMarkerXid = 0x7e57;
-
 int connect_unix(const std::string& path) {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
@@ -37,6 +31,12 @@ int connect_unix(const std::string& path) {
     }
     return fd;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kMarkerXid = 0x7e57;
 
 // Waits up to 10 s for something to answer on `path`.
 bool wait_for_socket(const std::string& path, const Process& process) {

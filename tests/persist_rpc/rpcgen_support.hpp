@@ -116,6 +116,9 @@ Exchange exchange_with_marker(const std::string& socket, const std::string& data
 
 // Runs `body` in a child as uid and gid 65534 without groups: what it
 // returned, or nothing when the child could not drop to that user.
+// A connected AF_UNIX stream socket to `path`, or -1.
+int connect_unix(const std::string& path);
+
 std::vector<int> as_nobody(const std::function<std::vector<int>()>& body);
 
 } // namespace gpuinit::testing

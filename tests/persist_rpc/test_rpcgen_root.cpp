@@ -158,18 +158,6 @@ TEST_F(NvpdRpcgenRoot, OtherUsers) {
     EXPECT_EQ(mode_of(kHeld.bus), 1);
 }
 
-int connect_to(const std::string& path) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 // The daemon's CPU time so far (user and system), in clock ticks.
 long cpu_ticks(const TempDir& dir) {
     char text[64] = {};
@@ -216,7 +204,7 @@ TEST_F(NvpdRpcgenRoot, AClientGoneWhileItsCallWaitsCostsNothing) {
     long before = cpu_ticks(daemon_.dir());
     // Get calls about the GPU being initialized wait; their clients hang up.
     for (int i = 0; i < 4; ++i) {
-        int client = connect_to(daemon_.socket());
+        int client = connect_unix(daemon_.socket());
         ASSERT_GE(client, 0);
         std::string call = frame_rpc_record(
             encode_get_mode_call(0x900 + i, {0, static_cast<uint32_t>(kSlow.bus), 0, 0}));
@@ -258,7 +246,7 @@ TEST_F(NvpdRpcgenRoot, OneUserCannotTakeEveryConnection) {
         std::vector<int> held;
         held.reserve(100);
         for (int i = 0; i < 100; ++i) {
-            held.push_back(connect_to(socket));
+            held.push_back(connect_unix(socket));
         }
         char byte = 1;
         (void)!::write(ready[1], &byte, 1);
