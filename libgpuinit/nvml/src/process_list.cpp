@@ -38,6 +38,14 @@ nvmlReturn_t list_into(nvmlReturn_t (*function)(nvmlDevice_t, unsigned*, Info*),
     return code;
 }
 
+// The bytes up to the last one that is not the sentinel.
+size_t written_bytes(const unsigned char* buffer, size_t size) {
+    while (size > 0 && buffer[size - 1] == kSentinel) {
+        --size;
+    }
+    return size;
+}
+
 template <typename T>
 T load(const unsigned char* at) {
     T value;
@@ -65,10 +73,7 @@ uint32_t written_stride(const unsigned char* buffer, size_t size, uint32_t count
     if (count == 0) {
         return 0;
     }
-    size_t written = size;
-    while (written > 0 && buffer[written - 1] == kSentinel) {
-        --written;
-    }
+    const size_t written = written_bytes(buffer, size);
     // Each layout ends in a field the driver always writes (an 8-byte
     // memory figure, or the 4-byte compute instance id), and no real value
     // of it ends in the sentinel byte (its top byte is 0x00, or 0xFF for
@@ -161,12 +166,8 @@ ProcessLister::Outcome ProcessLister::read(ProcessCall call, nvmlDevice_t device
                                       ? stride == sizeof(nvmlProcessDetail_v1_t)
                                       : stride != 0;
             if (!expected) {
-                size_t written = buffer_.size();
-                while (written > 0 && buffer_[written - 1] == kSentinel) {
-                    --written;
-                }
-                state.rejected =
-                    format("wrote %zu bytes for %u entries, no layout NVML has", written, count);
+                state.rejected = format("wrote %zu bytes for %u entries, no layout NVML has",
+                                        written_bytes(buffer_.data(), buffer_.size()), count);
                 return Outcome::Rejected;
             }
             if (state.stride != 0 && stride != state.stride) {
