@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <new>
 #include <pthread.h>
 #include <strings.h>
@@ -170,17 +171,38 @@ bool discover_device(Runtime& runtime, int ordinal, limit::Problem& problem) {
     return true;
 }
 
-// NVIDIA_VISIBLE_DEVICES indices count devices in PCI bus order (nvidia-smi's
-// numbering), which need not be CUDA's.
-uint32_t pci_order_index(const char (*bus_ids)[32], int count, int ordinal) {
-    uint32_t index = 0;
-    for (int i = 0; i < count; ++i) {
-        const int order = strcasecmp(bus_ids[i], bus_ids[ordinal]);
-        if (order < 0 || (order == 0 && i < ordinal)) {
-            ++index;
-        }
+// The host's GPUs as the driver lists them, /proc/driver/nvidia/gpus/<PCI
+// address> (under $GPU_LIMIT_ROOT when set, for tests): what index entries
+// of NVIDIA_VISIBLE_DEVICES count in. False when it cannot be listed.
+bool read_host_gpus(limit::PciAddress (&host)[limit::kMaxListedDevices], int& count) {
+    count = 0;
+    char path[limit::kPathSize];
+    const char* root = getenv("GPU_LIMIT_ROOT");
+    if (root == nullptr || root[0] != '/') {
+        root = "";
     }
-    return index;
+    const int length = snprintf(path, sizeof(path), "%s/proc/driver/nvidia/gpus", root);
+    if (length < 0 || static_cast<size_t>(length) >= sizeof(path)) {
+        return false;
+    }
+    DIR* dir = opendir(path);
+    if (dir == nullptr) {
+        return false;
+    }
+    bool complete = true;
+    while (const dirent* entry = readdir(dir)) {
+        limit::PciAddress address;
+        if (!limit::parse_pci_address(entry->d_name, strlen(entry->d_name), address)) {
+            continue; // ".", ".."
+        }
+        if (count == limit::kMaxListedDevices) {
+            complete = false;
+            break;
+        }
+        host[count++] = address;
+    }
+    closedir(dir);
+    return complete;
 }
 
 bool set_up(Runtime& runtime, limit::Problem& problem) {
@@ -196,22 +218,35 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
                            count, limit::kMaxGroupDevices);
     }
     runtime.device_count = count;
-    char bus_ids[limit::kMaxGroupDevices][32] = {};
+    limit::SeenDevice seen[limit::kMaxGroupDevices];
     for (int ordinal = 0; ordinal < count; ++ordinal) {
         if (!discover_device(runtime, ordinal, problem)) {
             return false;
         }
-        if (r.cuDeviceGetPCIBusId == nullptr ||
-            r.cuDeviceGetPCIBusId(bus_ids[ordinal], sizeof(bus_ids[ordinal]),
-                                  runtime.devices[ordinal].handle) != CUDA_SUCCESS) {
-            // Without a bus id the CUDA order stands in; UUID entries still match.
-            snprintf(bus_ids[ordinal], sizeof(bus_ids[ordinal]), "~%04d", ordinal);
+        seen[ordinal].uuid = runtime.devices[ordinal].uuid;
+        char bus_id[32] = {};
+        // Without a bus id, UUID entries still match; index and PCI entries do not.
+        seen[ordinal].pci_known =
+            r.cuDeviceGetPCIBusId != nullptr &&
+            r.cuDeviceGetPCIBusId(bus_id, sizeof(bus_id), runtime.devices[ordinal].handle) ==
+                CUDA_SUCCESS &&
+            limit::parse_pci_address(bus_id, strnlen(bus_id, sizeof(bus_id)), seen[ordinal].pci);
+    }
+    const limit::VisibleDevices& listed = limit::deciding_devices(runtime.settings);
+    if (listed.has_index()) {
+        limit::PciAddress host[limit::kMaxListedDevices];
+        int host_count = 0;
+        const bool host_listed = read_host_gpus(host, host_count);
+        if (!limit::match_host_indices(listed, host, host_count, host_listed, seen, count,
+                                       problem)) {
+            return false;
         }
     }
+    int capped = 0;
     for (int ordinal = 0; ordinal < count; ++ordinal) {
         DeviceInfo& device = runtime.devices[ordinal];
-        if (limit::device_listed(runtime.settings.visible, device.uuid,
-                                 pci_order_index(bus_ids, count, ordinal))) {
+        if (limit::device_listed(listed, seen[ordinal])) {
+            ++capped;
             if (!limit::device_cap(runtime.settings, device.physical_total, device.cap, problem)) {
                 return false;
             }
@@ -220,6 +255,18 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
             device.cap = 0;
             device.compute_percent = 0;
         }
+    }
+    if (capped == 0 && count > 0 && listed.kind == limit::VisibleDevices::Kind::List) {
+        // Not an error (a list may name GPUs of another container), but
+        // every allocation will be refused: say why once.
+        limit::Problem notice;
+        limit::fail(notice, 0,
+                    "%s lists none of the %d GPUs this process sees (%s), so every allocation "
+                    "is refused; list their UUIDs",
+                    runtime.settings.host_devices_given ? "GPU_LIMIT_DEVICES"
+                                                        : "NVIDIA_VISIBLE_DEVICES",
+                    count, runtime.devices[0].uuid);
+        say_problem(notice);
     }
 
     char state_dir[limit::kPathSize];

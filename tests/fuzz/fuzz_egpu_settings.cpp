@@ -84,13 +84,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             FUZZ_CHECK(one_safe_line(cap_problem.text));
         }
     }
-    for (int i = 0; i < settings->visible.count; ++i) {
-        const limit::ListedDevice& entry = settings->visible.entries[i];
-        if (entry.is_uuid) {
-            FUZZ_CHECK(ends_in_nul(entry.uuid, sizeof entry.uuid));
-            FUZZ_CHECK(limit::device_listed(settings->visible, entry.uuid, 9999));
-        } else {
-            FUZZ_CHECK(limit::device_listed(settings->visible, "GPU-none", entry.index));
+    for (const limit::VisibleDevices* list : {&settings->visible, &settings->host_devices}) {
+        for (int i = 0; i < list->count; ++i) {
+            const limit::ListedDevice& entry = list->entries[i];
+            limit::SeenDevice device;
+            device.uuid = "GPU-none";
+            switch (entry.kind) {
+            case limit::ListedDevice::Kind::Uuid:
+                FUZZ_CHECK(ends_in_nul(entry.uuid, sizeof entry.uuid));
+                device.uuid = entry.uuid;
+                break;
+            case limit::ListedDevice::Kind::Index:
+                FUZZ_CHECK(list == &settings->visible);
+                if (entry.index > 0x7fffffff) {
+                    continue; // no host has that many GPUs
+                }
+                device.host_index = static_cast<int>(entry.index);
+                break;
+            case limit::ListedDevice::Kind::Pci:
+                FUZZ_CHECK(list == &settings->host_devices);
+                device.pci_known = true;
+                device.pci = entry.pci;
+                break;
+            }
+            FUZZ_CHECK(limit::device_listed(*list, device));
         }
     }
     return 0;

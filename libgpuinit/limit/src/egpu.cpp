@@ -119,24 +119,60 @@ bool starts_with_nocase(const char* text, size_t length, const char* prefix) {
 }
 
 constexpr const char* kVisibleFix =
-    "list GPU indices (PCI order, as nvidia-smi numbers them) and GPU UUIDs (GPU-xxxxxxxx-"
-    "xxxx-xxxx-xxxx-xxxxxxxxxxxx) separated by commas without spaces, or all, none, void";
+    "list GPU indices (the host's numbering, as nvidia-smi shows it) and GPU UUIDs "
+    "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) separated by commas without spaces, or all, "
+    "none, void";
+constexpr const char* kHostDevicesFix =
+    "gpu-limit's hook and runtime write GPU UUIDs and PCI addresses (0000:3b:00.0) separated by "
+    "commas, or all or none; unset it and let them set it";
 
-bool parse_entry(const char* all, const char* entry, size_t length, ListedDevice& device,
-                 Problem& problem) {
+int hex_value(char c) {
+    if (is_digit(c)) {
+        return c - '0';
+    }
+    c = lower(c);
+    return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+}
+
+// Up to `most` hex digits from text[at], ending at `stop` (or the end).
+bool hex_field(const char* text, size_t length, size_t& at, size_t most, char stop,
+               uint32_t& value) {
+    size_t digits = 0;
+    uint32_t result = 0;
+    while (at < length && text[at] != stop) {
+        int digit = hex_value(text[at]);
+        if (digit < 0 || digits == most) {
+            return false;
+        }
+        result = result * 16 + static_cast<uint32_t>(digit);
+        ++digits;
+        ++at;
+    }
+    if (digits == 0) {
+        return false;
+    }
+    value = result;
+    return true;
+}
+
+// One entry of NVIDIA_VISIBLE_DEVICES (`host` false: indices and UUIDs) or
+// GPU_LIMIT_DEVICES (`host` true: UUIDs and PCI addresses).
+bool parse_entry(const char* name, const char* all, const char* entry, size_t length, bool host,
+                 ListedDevice& device, Problem& problem) {
+    const char* fix = host ? kHostDevicesFix : kVisibleFix;
     // MIG instances (MIG-<uuid>, MIG-GPU-<uuid>/gi/ci, or GPU:instance) are
     // memory-isolated by the hardware already: a cap on them is meaningless.
-    bool mig = starts_with_nocase(entry, length, "MIG-") || std::memchr(entry, ':', length);
+    bool mig = starts_with_nocase(entry, length, "MIG-") ||
+               (!host && std::memchr(entry, ':', length) != nullptr);
     if (mig) {
         return fail(problem, 0,
-                    "NVIDIA_VISIBLE_DEVICES=%s lists a MIG instance (%s); MIG instances are "
-                    "memory-isolated by the GPU already, so run without AMP_VGPU_ENABLE there or "
-                    "list whole GPUs only",
-                    show(all).text, show(entry, length).text);
+                    "%s=%s lists a MIG instance (%s); MIG instances are memory-isolated by the "
+                    "GPU already, so run without AMP_VGPU_ENABLE there or list whole GPUs only",
+                    name, show(all).text, show(entry, length).text);
     }
     if (starts_with_nocase(entry, length, "GPU-") && length < kUuidSize &&
         is_gpu_uuid_body(entry + 4, length - 4)) {
-        device.is_uuid = true;
+        device.kind = ListedDevice::Kind::Uuid;
         std::memcpy(device.uuid, "GPU-", 4); // as nvidia-smi and NVML spell it
         for (size_t i = 4; i < length; ++i) {
             device.uuid[i] = lower(entry[i]);
@@ -144,25 +180,33 @@ bool parse_entry(const char* all, const char* entry, size_t length, ListedDevice
         device.uuid[length] = '\0';
         return true;
     }
-    uint64_t index = 0;
-    if (parse_decimal(entry, length, UINT32_MAX, index)) {
-        device.is_uuid = false;
-        device.index = static_cast<uint32_t>(index);
-        return true;
+    if (host) {
+        if (parse_pci_address(entry, length, device.pci)) {
+            device.kind = ListedDevice::Kind::Pci;
+            return true;
+        }
+    } else {
+        uint64_t index = 0;
+        if (parse_decimal(entry, length, UINT32_MAX, index)) {
+            device.kind = ListedDevice::Kind::Index;
+            device.index = static_cast<uint32_t>(index);
+            return true;
+        }
     }
-    return fail(problem, 0,
-                "NVIDIA_VISIBLE_DEVICES=%s has an entry that is neither an index nor "
-                "a GPU UUID (%s); %s",
-                show(all).text, show(entry, length).text, kVisibleFix);
+    return fail(problem, 0, "%s=%s has an entry that is neither %s nor a GPU UUID (%s); %s", name,
+                show(all).text, host ? "a PCI address" : "an index", show(entry, length).text, fix);
 }
 
-bool parse_visible(const char* value, VisibleDevices& visible, Problem& problem) {
+bool parse_list(const char* name, const char* value, bool host, VisibleDevices& visible,
+                Problem& problem) {
     visible = VisibleDevices{};
-    if (value == nullptr || std::strcmp(value, "all") == 0) {
+    const char* fix = host ? kHostDevicesFix : kVisibleFix;
+    if (std::strcmp(value, "all") == 0 ||
+        (!host && (value[0] == '\0' || std::strcmp(value, "void") == 0))) {
         visible.kind = VisibleDevices::Kind::All;
         return true;
     }
-    if (value[0] == '\0' || std::strcmp(value, "none") == 0 || std::strcmp(value, "void") == 0) {
+    if (std::strcmp(value, "none") == 0) {
         visible.kind = VisibleDevices::Kind::None;
         return true;
     }
@@ -172,15 +216,14 @@ bool parse_visible(const char* value, VisibleDevices& visible, Problem& problem)
         const char* comma = std::strchr(entry, ',');
         size_t length = comma != nullptr ? static_cast<size_t>(comma - entry) : std::strlen(entry);
         if (length == 0) {
-            return fail(problem, 0, "NVIDIA_VISIBLE_DEVICES=%s has an empty entry; %s",
-                        show(value).text, kVisibleFix);
+            return fail(problem, 0, "%s=%s has an empty entry; %s", name, show(value).text, fix);
         }
         if (visible.count == kMaxListedDevices) {
-            return fail(problem, 0,
-                        "NVIDIA_VISIBLE_DEVICES=%s lists more than %d devices; list each GPU once",
+            return fail(problem, 0, "%s=%s lists more than %d devices; list each GPU once", name,
                         show(value).text, kMaxListedDevices);
         }
-        if (!parse_entry(value, entry, length, visible.entries[visible.count], problem)) {
+        if (!parse_entry(name, value, entry, length, host, visible.entries[visible.count],
+                         problem)) {
             visible = VisibleDevices{};
             return false;
         }
@@ -190,6 +233,22 @@ bool parse_visible(const char* value, VisibleDevices& visible, Problem& problem)
         }
         entry = comma + 1;
     }
+}
+
+bool parse_devices(EnvLookup lookup, void* context, Settings& settings, Problem& problem) {
+    const char* visible = lookup("NVIDIA_VISIBLE_DEVICES", context);
+    if (visible == nullptr) {
+        settings.visible = VisibleDevices{};
+    } else if (!parse_list("NVIDIA_VISIBLE_DEVICES", visible, false, settings.visible, problem)) {
+        return false;
+    }
+    const char* host = lookup("GPU_LIMIT_DEVICES", context);
+    settings.host_devices_given = host != nullptr;
+    if (host == nullptr) {
+        settings.host_devices = VisibleDevices{};
+        return true;
+    }
+    return parse_list("GPU_LIMIT_DEVICES", host, true, settings.host_devices, problem);
 }
 
 bool copy_text(const char* value, char* out, size_t size) {
@@ -382,7 +441,7 @@ bool parse_settings(EnvLookup lookup, void* context, Settings& settings, Problem
                     static_cast<unsigned long long>(settings.mem_per_device),
                     static_cast<unsigned long long>(settings.reserved_bytes / kMiB));
     }
-    if (!parse_visible(lookup("NVIDIA_VISIBLE_DEVICES", context), settings.visible, problem) ||
+    if (!parse_devices(lookup, context, settings, problem) ||
         !parse_oom(lookup, context, settings, problem)) {
         return false;
     }
@@ -449,7 +508,74 @@ bool device_cap(const Settings& settings, uint64_t physical_total, uint64_t& cap
     return true;
 }
 
-bool device_listed(const VisibleDevices& visible, const char* uuid, uint32_t pci_order_index) {
+bool parse_pci_address(const char* text, size_t length, PciAddress& address) {
+    // Two or three ':'-separated hex fields before ".function".
+    size_t colons = 0;
+    for (size_t i = 0; i < length; ++i) {
+        colons += text[i] == ':' ? 1 : 0;
+    }
+    if (colons < 1 || colons > 2) {
+        return false;
+    }
+    PciAddress parsed;
+    size_t at = 0;
+    if (colons == 2) {
+        if (!hex_field(text, length, at, 8, ':', parsed.domain) || at == length) {
+            return false;
+        }
+        ++at;
+    }
+    if (!hex_field(text, length, at, 2, ':', parsed.bus) || at == length) {
+        return false;
+    }
+    ++at;
+    if (!hex_field(text, length, at, 2, '.', parsed.device) || at == length) {
+        return false;
+    }
+    ++at;
+    if (!hex_field(text, length, at, 1, '\0', parsed.function) || at != length ||
+        parsed.device > 0x1f || parsed.function > 7) {
+        return false;
+    }
+    address = parsed;
+    return true;
+}
+
+bool same_pci_address(const PciAddress& a, const PciAddress& b) {
+    return a.domain == b.domain && a.bus == b.bus && a.device == b.device &&
+           a.function == b.function;
+}
+
+bool pci_address_before(const PciAddress& a, const PciAddress& b) {
+    if (a.domain != b.domain) {
+        return a.domain < b.domain;
+    }
+    if (a.bus != b.bus) {
+        return a.bus < b.bus;
+    }
+    if (a.device != b.device) {
+        return a.device < b.device;
+    }
+    return a.function < b.function;
+}
+
+bool VisibleDevices::has_index() const {
+    if (kind != Kind::List) {
+        return false;
+    }
+    for (int i = 0; i < count && i < kMaxListedDevices; ++i) {
+        if (entries[i].kind == ListedDevice::Kind::Index) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const VisibleDevices& deciding_devices(const Settings& settings) {
+    return settings.host_devices_given ? settings.host_devices : settings.visible;
+}
+
+bool device_listed(const VisibleDevices& visible, const SeenDevice& device) {
     switch (visible.kind) {
     case VisibleDevices::Kind::All:
         return true;
@@ -460,24 +586,104 @@ bool device_listed(const VisibleDevices& visible, const char* uuid, uint32_t pci
     }
     for (int i = 0; i < visible.count && i < kMaxListedDevices; ++i) {
         const ListedDevice& entry = visible.entries[i];
-        if (!entry.is_uuid) {
-            if (entry.index == pci_order_index) {
+        switch (entry.kind) {
+        case ListedDevice::Kind::Index:
+            if (device.host_index >= 0 && entry.index == static_cast<uint32_t>(device.host_index)) {
                 return true;
             }
-            continue;
+            break;
+        case ListedDevice::Kind::Pci:
+            if (device.pci_known && same_pci_address(entry.pci, device.pci)) {
+                return true;
+            }
+            break;
+        case ListedDevice::Kind::Uuid: {
+            if (device.uuid == nullptr) {
+                break;
+            }
+            size_t at = 0;
+            while (entry.uuid[at] != '\0' && lower(device.uuid[at]) == lower(entry.uuid[at])) {
+                ++at;
+            }
+            if (entry.uuid[at] == '\0' && device.uuid[at] == '\0') {
+                return true;
+            }
+            break;
         }
-        if (uuid == nullptr) {
-            continue;
-        }
-        size_t at = 0;
-        while (entry.uuid[at] != '\0' && lower(uuid[at]) == lower(entry.uuid[at])) {
-            ++at;
-        }
-        if (entry.uuid[at] == '\0' && uuid[at] == '\0') {
-            return true;
         }
     }
     return false;
+}
+
+bool match_host_indices(const VisibleDevices& visible, const PciAddress* host, int host_count,
+                        bool host_listed, SeenDevice* seen, int seen_count, Problem& problem) {
+    for (int i = 0; i < seen_count; ++i) {
+        seen[i].host_index = -1;
+    }
+    if (!visible.has_index()) {
+        return true;
+    }
+    // The first index entry, for the messages.
+    uint32_t first = 0;
+    uint32_t highest = 0;
+    bool any = false;
+    for (int i = 0; i < visible.count && i < kMaxListedDevices; ++i) {
+        if (visible.entries[i].kind == ListedDevice::Kind::Index) {
+            first = any ? first : visible.entries[i].index;
+            highest =
+                any && highest > visible.entries[i].index ? highest : visible.entries[i].index;
+            any = true;
+        }
+    }
+    constexpr const char* kUseUuids =
+        "list the GPUs by UUID (nvidia-smi -L on the host), or start the container through "
+        "gpu-limit's OCI hook or runtime, which give the library the host's list";
+    if (!host_listed || host_count <= 0) {
+        return fail(problem, 0,
+                    "NVIDIA_VISIBLE_DEVICES names GPU %u by the host's index, but the host's GPU "
+                    "list (/proc/driver/nvidia/gpus) cannot be read here, so no GPU can be "
+                    "matched to it; %s",
+                    first, kUseUuids);
+    }
+    int matched = 0;
+    for (int i = 0; i < seen_count; ++i) {
+        if (!seen[i].pci_known) {
+            continue;
+        }
+        int position = 0;
+        bool found = false;
+        for (int h = 0; h < host_count; ++h) {
+            if (same_pci_address(host[h], seen[i].pci)) {
+                found = true;
+            } else if (pci_address_before(host[h], seen[i].pci)) {
+                ++position;
+            }
+        }
+        if (found) {
+            seen[i].host_index = position;
+            ++matched;
+        }
+    }
+    if (matched != seen_count || seen_count != host_count) {
+        for (int i = 0; i < seen_count; ++i) {
+            seen[i].host_index = -1;
+        }
+        return fail(problem, 0,
+                    "NVIDIA_VISIBLE_DEVICES names GPU %u by the host's index, but this process "
+                    "sees %d of the %d GPUs the host lists (a container given some GPUs, or "
+                    "CUDA_VISIBLE_DEVICES), so the index cannot be matched; %s",
+                    first, matched, host_count, kUseUuids);
+    }
+    if (highest >= static_cast<uint32_t>(host_count)) {
+        for (int i = 0; i < seen_count; ++i) {
+            seen[i].host_index = -1;
+        }
+        return fail(problem, 0,
+                    "NVIDIA_VISIBLE_DEVICES names GPU %u, but the host lists %d GPUs (0 to %d); "
+                    "%s",
+                    highest, host_count, host_count - 1, kUseUuids);
+    }
+    return true;
 }
 
 bool default_state_dir(uint32_t uid, const char* xdg_runtime_dir, char (&out)[kPathSize],

@@ -571,10 +571,37 @@ void scenario_malformed() {
     CHECK_EQ(count_lines(child.err), 1);
 }
 
-// NVIDIA_VISIBLE_DEVICES: index 0 is the lowest PCI bus id (CUDA ordinal 1);
-// an unlisted device gets cap 0.
+// A host root for GPU_LIMIT_ROOT whose /proc/driver/nvidia/gpus lists
+// these PCI addresses (the driver's list that host indices count in).
+std::string host_root(std::initializer_list<const char*> addresses) {
+    char pattern[] = "/tmp/gpulimit-host-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+        std::perror("mkdtemp");
+        std::exit(1);
+    }
+    for (const char* address : addresses) {
+        fs::create_directories(fs::path(pattern) / "proc/driver/nvidia/gpus" / address);
+    }
+    static std::vector<std::string> made;
+    made.push_back(pattern);
+    if (made.size() == 1) {
+        std::atexit([] {
+            for (const std::string& dir : made) {
+                std::error_code ignored;
+                fs::remove_all(dir, ignored);
+            }
+        });
+    }
+    return pattern;
+}
+
+// NVIDIA_VISIBLE_DEVICES: index 0 is the lowest PCI bus id of the host's
+// GPUs (CUDA ordinal 1); an unlisted device gets cap 0.
 void scenario_visible() {
-    enable({{"GPU_MEM_PER_DEVICE", "1073741824"}, {"NVIDIA_VISIBLE_DEVICES", "0"}});
+    const std::string root = host_root({"0000:3b:00.0", "0000:1a:00.0"});
+    enable({{"GPU_MEM_PER_DEVICE", "1073741824"},
+            {"NVIDIA_VISIBLE_DEVICES", "0"},
+            {"GPU_LIMIT_ROOT", root.c_str()}});
     start();
     CHECK_EQ(device_total(0), 0u);
     CHECK_EQ(device_total(1), kGiB - kReserved);
@@ -585,6 +612,63 @@ void scenario_visible() {
     use_device(1);
     REQUIRE_OK(cuMemAlloc_v2(&ptr, 1));
     REQUIRE_OK(cuMemFree_v2(ptr));
+}
+
+// A host index the process cannot match fails closed with one line that
+// says to use UUIDs: the host has a GPU this process does not see (a
+// container given some of them), or its list cannot be read at all. Before,
+// the index counted among the GPUs the process saw, and a container given
+// host GPU 1 capped nothing and refused every allocation, silently.
+void scenario_visible_index_unmatched() {
+    fresh_state_dir();
+    const std::string three = host_root({"0000:1a:00.0", "0000:3b:00.0", "0000:5e:00.0"});
+    const std::string empty = host_root({});
+    for (const std::string& root : {three, empty, std::string("/nonexistent")}) {
+        const Child child =
+            run_self("malformed-child",
+                     {"AMP_VGPU_ENABLE=1", "NVIDIA_VISIBLE_DEVICES=1", "GPU_LIMIT_ROOT=" + root});
+        CHECK(exited_ok(child));
+        CHECK_EQ(count_lines(child.err), 1);
+        CHECK(child.err.find("UUID") != std::string::npos);
+        CHECK(child.err.find(root == three ? "sees 2 of the 3 GPUs" : "cannot be read") !=
+              std::string::npos);
+    }
+    // A GPU the host does not have.
+    const std::string two = host_root({"0000:1a:00.0", "0000:3b:00.0"});
+    const Child child =
+        run_self("malformed-child",
+                 {"AMP_VGPU_ENABLE=1", "NVIDIA_VISIBLE_DEVICES=0,2", "GPU_LIMIT_ROOT=" + two});
+    CHECK(exited_ok(child));
+    CHECK(child.err.find("names GPU 2, but the host lists 2 GPUs") != std::string::npos);
+}
+
+// "void" (NVIDIA's CDI specs and jit-cdi runtime) caps every GPU seen.
+void scenario_visible_void() {
+    enable({{"GPU_MEM_PER_DEVICE", "1073741824"}, {"NVIDIA_VISIBLE_DEVICES", "void"}});
+    start();
+    CHECK_EQ(device_total(0), kGiB - kReserved);
+    CHECK_EQ(device_total(1), kGiB - kReserved);
+}
+
+// GPU_LIMIT_DEVICES, the host's list, decides over NVIDIA_VISIBLE_DEVICES
+// (here an index no host list could match): by PCI address and by UUID.
+void scenario_host_devices() {
+    enable({{"GPU_MEM_PER_DEVICE", "1073741824"},
+            {"NVIDIA_VISIBLE_DEVICES", "1"},
+            {"GPU_LIMIT_ROOT", "/nonexistent"},
+            {"GPU_LIMIT_DEVICES", "0000:1a:00.0"}});
+    start();
+    CHECK_EQ(device_total(0), 0u);
+    CHECK_EQ(device_total(1), kGiB - kReserved);
+}
+
+void scenario_host_devices_uuid() {
+    enable({{"GPU_MEM_PER_DEVICE", "1073741824"},
+            {"NVIDIA_VISIBLE_DEVICES", "void"},
+            {"GPU_LIMIT_DEVICES", kUuid0}});
+    start();
+    CHECK_EQ(device_total(0), kGiB - kReserved);
+    CHECK_EQ(device_total(1), 0u);
 }
 
 void scenario_visible_uuid() {
@@ -985,6 +1069,10 @@ const std::map<std::string, std::function<void()>>& scenarios() {
         {"malformed-child", scenario_malformed_child},
         {"visible", scenario_visible},
         {"visible-uuid", scenario_visible_uuid},
+        {"visible-index-unmatched", scenario_visible_index_unmatched},
+        {"visible-void", scenario_visible_void},
+        {"host-devices", scenario_host_devices},
+        {"host-devices-uuid", scenario_host_devices_uuid},
         {"ratio", scenario_ratio},
         {"container-gib", scenario_container_gib},
         {"shared", scenario_shared},

@@ -343,19 +343,39 @@ TEST(Egpu, ListEntriesInMessagesStayPrintable) {
 constexpr const char* kUuidA = "GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab";
 constexpr const char* kUuidB = "GPU-00000000-1111-2222-3333-444444444444";
 
-TEST(Egpu, VisibleDevicesAllNoneAndEmpty) {
+SeenDevice seen(const char* uuid, int host_index = -1) {
+    SeenDevice device;
+    device.uuid = uuid;
+    device.host_index = host_index;
+    return device;
+}
+
+SeenDevice seen_at(const char* uuid, const char* pci) {
+    SeenDevice device;
+    device.uuid = uuid;
+    device.pci_known = parse_pci_address(pci, std::strlen(pci), device.pci);
+    EXPECT_TRUE(device.pci_known) << pci;
+    return device;
+}
+
+// "void" and the empty value are what NVIDIA's CDI specs and jit-cdi runtime
+// write once they have injected the devices themselves: every GPU the
+// process sees is the container's, never none of them.
+TEST(Egpu, VisibleDevicesAllVoidAndNone) {
     EXPECT_EQ(parse(enabled()).settings.visible.kind, VisibleDevices::Kind::All);
-    EXPECT_EQ(parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "all"}})).settings.visible.kind,
-              VisibleDevices::Kind::All);
-    for (const char* none : {"none", "void", ""}) {
-        Parsed parsed = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", none}}));
-        ASSERT_TRUE(parsed.ok) << none;
-        EXPECT_EQ(parsed.settings.visible.kind, VisibleDevices::Kind::None) << none;
-        EXPECT_FALSE(device_listed(parsed.settings.visible, kUuidA, 0));
+    for (const char* all : {"all", "void", ""}) {
+        Parsed parsed = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", all}}));
+        ASSERT_TRUE(parsed.ok) << all;
+        EXPECT_EQ(parsed.settings.visible.kind, VisibleDevices::Kind::All) << all;
+        EXPECT_TRUE(device_listed(parsed.settings.visible, seen(kUuidA, 0))) << all;
     }
+    Parsed none = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "none"}}));
+    ASSERT_TRUE(none.ok);
+    EXPECT_EQ(none.settings.visible.kind, VisibleDevices::Kind::None);
+    EXPECT_FALSE(device_listed(none.settings.visible, seen(kUuidA, 0)));
     VisibleDevices all;
-    EXPECT_TRUE(device_listed(all, kUuidA, 0));
-    EXPECT_TRUE(device_listed(all, nullptr, 7));
+    EXPECT_TRUE(device_listed(all, seen(kUuidA, 0)));
+    EXPECT_TRUE(device_listed(all, seen(nullptr, 7)));
 }
 
 TEST(Egpu, VisibleDevicesMixedIndicesAndUuids) {
@@ -365,27 +385,132 @@ TEST(Egpu, VisibleDevicesMixedIndicesAndUuids) {
     const VisibleDevices& visible = parsed.settings.visible;
     ASSERT_EQ(visible.kind, VisibleDevices::Kind::List);
     ASSERT_EQ(visible.count, 4);
-    EXPECT_TRUE(visible.entries[0].is_uuid);
+    EXPECT_TRUE(visible.has_index());
+    EXPECT_EQ(visible.entries[0].kind, ListedDevice::Kind::Uuid);
     EXPECT_STREQ(visible.entries[0].uuid, kUuidA); // hex stored lower-case
-    EXPECT_FALSE(visible.entries[1].is_uuid);
+    EXPECT_EQ(visible.entries[1].kind, ListedDevice::Kind::Index);
     EXPECT_EQ(visible.entries[1].index, 3u);
     EXPECT_STREQ(visible.entries[2].uuid, kUuidB);
     EXPECT_EQ(visible.entries[3].index, 0u);
 
-    EXPECT_TRUE(device_listed(visible, kUuidA, 5));        // by UUID
-    EXPECT_TRUE(device_listed(visible, upper.c_str(), 5)); // case-insensitive
-    EXPECT_TRUE(device_listed(visible, "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", 3)); // index
-    EXPECT_TRUE(device_listed(visible, "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", 0));
-    EXPECT_FALSE(device_listed(visible, "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", 1));
-    EXPECT_FALSE(device_listed(visible, "GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789a", 1)); // prefix
-    EXPECT_FALSE(device_listed(visible, "GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789abc", 1));
-    EXPECT_FALSE(device_listed(visible, nullptr, 1));
+    EXPECT_TRUE(device_listed(visible, seen(kUuidA, 5)));        // by UUID
+    EXPECT_TRUE(device_listed(visible, seen(upper.c_str(), 5))); // case-insensitive
+    const char* other = "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff";
+    EXPECT_TRUE(device_listed(visible, seen(other, 3))); // by host index
+    EXPECT_TRUE(device_listed(visible, seen(other, 0)));
+    EXPECT_FALSE(device_listed(visible, seen(other, 1)));
+    EXPECT_FALSE(device_listed(visible, seen(other))); // host index unknown
+    EXPECT_FALSE(device_listed(visible, seen("GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789a", 1)));
+    EXPECT_FALSE(device_listed(visible, seen("GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789abc", 1)));
+    EXPECT_FALSE(device_listed(visible, seen(nullptr, 1)));
 
     Parsed single = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "2"}}));
     ASSERT_TRUE(single.ok);
     EXPECT_EQ(single.settings.visible.count, 1);
-    EXPECT_TRUE(device_listed(single.settings.visible, kUuidA, 2));
-    EXPECT_FALSE(device_listed(single.settings.visible, kUuidA, 0));
+    EXPECT_TRUE(device_listed(single.settings.visible, seen(kUuidA, 2)));
+    EXPECT_FALSE(device_listed(single.settings.visible, seen(kUuidA, 0)));
+    Parsed uuids = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", kUuidA}}));
+    EXPECT_FALSE(uuids.settings.visible.has_index());
+}
+
+TEST(Egpu, PciAddresses) {
+    PciAddress address;
+    ASSERT_TRUE(parse_pci_address("0000:3b:00.0", 12, address));
+    EXPECT_EQ(address.domain, 0u);
+    EXPECT_EQ(address.bus, 0x3bu);
+    PciAddress driver; // cuDeviceGetPCIBusId's form
+    ASSERT_TRUE(parse_pci_address("00000000:3B:00.0", 16, driver));
+    EXPECT_TRUE(same_pci_address(address, driver));
+    ASSERT_TRUE(parse_pci_address("3b:00.0", 7, driver));
+    EXPECT_TRUE(same_pci_address(address, driver));
+    ASSERT_TRUE(parse_pci_address("0001:1a:1f.7", 12, driver));
+    EXPECT_EQ(driver.domain, 1u);
+    EXPECT_TRUE(pci_address_before(address, driver));
+    for (const char* bad :
+         {"", "3b", "3b:00", "0000:3b:00.", "0000:3b:00.8", "0000:3b:20.0", "000000000:3b:00.0",
+          "0000:13b:00.0", "0000:3b:00.0 ", "0:0:0:00.0", "g0:00.0", "0000::00.0"}) {
+        EXPECT_FALSE(parse_pci_address(bad, std::strlen(bad), address)) << bad;
+    }
+}
+
+// GPU_LIMIT_DEVICES is the host's answer (gpu-limit's hook and runtime): it
+// decides over NVIDIA_VISIBLE_DEVICES, which a CDI injector may have set to
+// void and which may hold host indices the process cannot match.
+TEST(Egpu, HostDevicesDecide) {
+    Parsed parsed = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "void"},
+                                   {"GPU_LIMIT_DEVICES", std::string(kUuidA) + ",0000:1a:00.0"}}));
+    ASSERT_TRUE(parsed.ok) << parsed.problem.text;
+    ASSERT_TRUE(parsed.settings.host_devices_given);
+    const VisibleDevices& listed = deciding_devices(parsed.settings);
+    EXPECT_EQ(&listed, &parsed.settings.host_devices);
+    ASSERT_EQ(listed.count, 2);
+    EXPECT_FALSE(listed.has_index());
+    EXPECT_TRUE(device_listed(listed, seen_at(kUuidA, "0000:3b:00.0")));
+    EXPECT_TRUE(device_listed(listed, seen_at(kUuidB, "00000000:1A:00.0")));
+    EXPECT_FALSE(device_listed(listed, seen_at(kUuidB, "0000:3c:00.0")));
+
+    Parsed unset = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "1"}}));
+    EXPECT_FALSE(unset.settings.host_devices_given);
+    EXPECT_EQ(&deciding_devices(unset.settings), &unset.settings.visible);
+    for (const char* value : {"all", "none"}) {
+        Parsed given = parse(enabled({{"GPU_LIMIT_DEVICES", value}}));
+        ASSERT_TRUE(given.ok) << value;
+        EXPECT_EQ(given.settings.host_devices.kind,
+                  value[0] == 'a' ? VisibleDevices::Kind::All : VisibleDevices::Kind::None);
+    }
+    // Indices are what the host translates; void and empty are not its words.
+    for (const char* value : {"1", "void", "", "0,GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab", "0:1",
+                              "MIG-GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab/1/0"}) {
+        SCOPED_TRACE(value);
+        expect_refused(enabled({{"GPU_LIMIT_DEVICES", value}}), "GPU_LIMIT_DEVICES", nullptr);
+    }
+}
+
+// Host indices against the driver's list: matched only when the process
+// sees every GPU the host lists (the seed's NVIDIA_VISIBLE_DEVICES=1 in a
+// container given GPU 1 alone sees one GPU: it must fail, not cap GPU 0).
+TEST(Egpu, HostIndicesNeedTheWholeHost) {
+    PciAddress host[2];
+    ASSERT_TRUE(parse_pci_address("0000:3b:00.0", 12, host[0])); // listed out of order
+    ASSERT_TRUE(parse_pci_address("0000:1a:00.0", 12, host[1]));
+    Parsed one = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", "1"}}));
+    ASSERT_TRUE(one.ok);
+    const VisibleDevices& listed = one.settings.visible;
+
+    SeenDevice both[2] = {seen_at(kUuidA, "00000000:3B:00.0"), seen_at(kUuidB, "00000000:1A:00.0")};
+    Problem problem;
+    ASSERT_TRUE(match_host_indices(listed, host, 2, true, both, 2, problem)) << problem.text;
+    EXPECT_EQ(both[0].host_index, 1); // PCI order, not CUDA's or the directory's
+    EXPECT_EQ(both[1].host_index, 0);
+    EXPECT_TRUE(device_listed(listed, both[0]));
+    EXPECT_FALSE(device_listed(listed, both[1]));
+
+    SeenDevice only[1] = {seen_at(kUuidA, "00000000:3B:00.0")};
+    Problem partial;
+    EXPECT_FALSE(match_host_indices(listed, host, 2, true, only, 1, partial));
+    EXPECT_EQ(only[0].host_index, -1);
+    EXPECT_NE(std::string(partial.text).find("sees 1 of the 2 GPUs"), std::string::npos)
+        << partial.text;
+    EXPECT_NE(std::string(partial.text).find("UUID"), std::string::npos) << partial.text;
+
+    // A container whose /proc/driver/nvidia/gpus shows only its own GPU (as
+    // libnvidia-container mounts it): index 1 does not exist there.
+    Problem masked;
+    EXPECT_FALSE(match_host_indices(listed, host, 1, true, only, 1, masked));
+    EXPECT_NE(std::string(masked.text).find("host lists 1 GPUs"), std::string::npos) << masked.text;
+
+    Problem unreadable;
+    EXPECT_FALSE(match_host_indices(listed, nullptr, 0, false, both, 2, unreadable));
+    EXPECT_NE(std::string(unreadable.text).find("/proc/driver/nvidia/gpus"), std::string::npos);
+
+    SeenDevice no_pci[2] = {seen(kUuidA), seen_at(kUuidB, "0000:1a:00.0")};
+    Problem unknown;
+    EXPECT_FALSE(match_host_indices(listed, host, 2, true, no_pci, 2, unknown));
+
+    // Without index entries nothing is read or required.
+    Parsed uuids = parse(enabled({{"NVIDIA_VISIBLE_DEVICES", kUuidA}}));
+    Problem none;
+    EXPECT_TRUE(match_host_indices(uuids.settings.visible, nullptr, 0, false, only, 1, none));
 }
 
 TEST(Egpu, VisibleDevicesMalformedEntries) {

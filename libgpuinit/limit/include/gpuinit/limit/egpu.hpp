@@ -38,17 +38,39 @@ enum class OomPolicy : uint8_t {
     Kill,   // GPU_LIMIT_OOM_POLICY=kill: run the script, then end the process
 };
 
-// One NVIDIA_VISIBLE_DEVICES entry: a GPU UUID or an index.
+// A PCI address as the driver names a GPU ("0000:3b:00.0" in
+// /proc/driver/nvidia/gpus, "00000000:3B:00.0" from cuDeviceGetPCIBusId).
+struct PciAddress {
+    uint32_t domain = 0;
+    uint32_t bus = 0;
+    uint32_t device = 0;
+    uint32_t function = 0;
+};
+
+// "[domain:]bus:device.function" in hex (domain up to 8 digits, bus and
+// device 2, function 1), case-insensitive; the whole of text[0, length).
+bool parse_pci_address(const char* text, size_t length, PciAddress& address);
+bool same_pci_address(const PciAddress& a, const PciAddress& b);
+// PCI bus order, the order nvidia-smi numbers GPUs in.
+bool pci_address_before(const PciAddress& a, const PciAddress& b);
+
+// One entry of a device list: an index (NVIDIA_VISIBLE_DEVICES only), a GPU
+// UUID, or a PCI address (GPU_LIMIT_DEVICES only).
 struct ListedDevice {
-    bool is_uuid = false;
-    uint32_t index = 0;        // when !is_uuid
-    char uuid[kUuidSize] = {}; // when is_uuid: "GPU-...", lower-cased
+    enum class Kind : uint8_t { Index, Uuid, Pci } kind = Kind::Index;
+    uint32_t index = 0;        // Kind::Index: the host's numbering (nvidia-smi's)
+    char uuid[kUuidSize] = {}; // Kind::Uuid: "GPU-...", lower-cased
+    PciAddress pci;            // Kind::Pci
 };
 
 struct VisibleDevices {
-    enum class Kind : uint8_t { All, None, List } kind = Kind::All; // unset means All
+    // All: every GPU the process sees (unset, "all", and "void" or empty,
+    // which NVIDIA's CDI specs and runtime write once they have injected the
+    // devices themselves); None: "none".
+    enum class Kind : uint8_t { All, None, List } kind = Kind::All;
     int count = 0;
     ListedDevice entries[kMaxListedDevices];
+    bool has_index() const;
 };
 
 struct Settings {
@@ -58,7 +80,12 @@ struct Settings {
     uint64_t ratio_dev = 0;                               // ALIYUN_COM_GPU_MEM_DEV
     uint64_t ratio_container = 0;                         // ALIYUN_COM_GPU_MEM_CONTAINER
     uint64_t reserved_bytes = kDefaultReservedMiB * kMiB; // ALIYUN_COM_GPU_MEM_RESERVED (MiB)
-    VisibleDevices visible;
+    VisibleDevices visible;                               // NVIDIA_VISIBLE_DEVICES
+    // GPU_LIMIT_DEVICES, written by gpu-limit's OCI hook and runtime: the
+    // GPUs the host gave the container, by UUID or PCI address, "all" or
+    // "none". When set, it alone decides which GPUs are capped.
+    bool host_devices_given = false;
+    VisibleDevices host_devices;
     OomPolicy oom_policy = OomPolicy::Return;
     char oom_script[kPathSize] = {};        // ALIYUN_COM_GPU_OOM_SCRIPT, absolute path, or empty
     uint32_t oom_script_timeout_ms = 10000; // GPU_LIMIT_OOM_SCRIPT_TIMEOUT (seconds, 1..3600)
@@ -86,11 +113,34 @@ bool parse_settings(EnvLookup lookup, void* context, Settings& settings, Problem
 // error (the container could use nothing), as is a zero physical_total.
 bool device_cap(const Settings& settings, uint64_t physical_total, uint64_t& cap, Problem& problem);
 
-// Whether a device the driver shows is one the settings cap (Kind::All: all;
-// None: no device; List: its UUID is listed, or its index is, where index is
-// its position among the visible devices in PCI bus order, the order
-// nvidia-smi numbers them in). UUIDs compare case-insensitively.
-bool device_listed(const VisibleDevices& visible, const char* uuid, uint32_t pci_order_index);
+// The devices list that decides: GPU_LIMIT_DEVICES when the host gave one,
+// else NVIDIA_VISIBLE_DEVICES.
+const VisibleDevices& deciding_devices(const Settings& settings);
+
+// One GPU as this process sees it through CUDA.
+struct SeenDevice {
+    const char* uuid = nullptr; // "GPU-...", or nullptr when unknown
+    bool pci_known = false;
+    PciAddress pci;
+    int host_index = -1; // its index in the host's numbering, -1 unknown
+};
+
+// Whether the list caps the device (Kind::All: every device; None: none;
+// List: its UUID, PCI address or host index is listed). UUIDs compare
+// case-insensitively.
+bool device_listed(const VisibleDevices& visible, const SeenDevice& device);
+
+// Index entries name GPUs in the host's numbering (nvidia-smi's: PCI order
+// of the driver's GPUs, /proc/driver/nvidia/gpus). A process matches them
+// only when it sees every GPU the host lists: in a container given some
+// GPUs, or under CUDA_VISIBLE_DEVICES, "1" may be the only GPU it sees.
+// `host` is the driver's list (any order; `host_listed` false when it could
+// not be read), `seen` the process's devices. Sets each seen device's
+// host_index. Without index entries nothing is read and true is returned;
+// otherwise a list that cannot be matched exactly fails with one line that
+// says to list UUIDs.
+bool match_host_indices(const VisibleDevices& visible, const PciAddress* host, int host_count,
+                        bool host_listed, SeenDevice* seen, int seen_count, Problem& problem);
 
 // The base directory of group state when GPU_LIMIT_STATE_DIR is unset:
 // /run/gpu-limit for root, else $XDG_RUNTIME_DIR/gpu-limit when that is an
