@@ -5,15 +5,20 @@
 // runtime shim in daemon.json. What is edited: oci_spec.hpp; the host's
 // files: oci_host.hpp. See gpu-limit(8).
 #include "common/cli.hpp"
+#include "common/command.hpp"
 #include "common/exit_codes.hpp"
 #include "common/limit_commands.hpp"
 #include "common/report.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/base/unique_fd.hpp"
 #include "gpuinit/fs/safe_fs.hpp"
+#include "gpuinit/fs/sysroot.hpp"
+#include "gpuinit/host/machine.hpp"
+#include "gpuinit/limit/egpu.hpp"
 #include "gpuinit/limit/oci_host.hpp"
 #include "gpuinit/limit/oci_spec.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +28,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef GPUINIT_VERSION
+#define GPUINIT_VERSION "unknown"
+#endif
 
 #ifndef GPUINIT_LIMIT_LIBRARY
 #define GPUINIT_LIMIT_LIBRARY "/usr/lib/gpuinit/libgpulimit.so"
@@ -42,8 +51,10 @@ constexpr const char* kHookUsage =
     "precreate: reads the container's config.json on stdin and writes it to stdout;\n"
     "when its environment has AMP_VGPU_ENABLE=1, with libgpulimit.so bound read-only\n"
     "into the container and named in its /etc/ld.so.preload, the container's group\n"
-    "state directory DIR/<id> and the daemon's socket bound, and GPU_LIMIT_STATE_DIR\n"
-    "and GPU_LIMIT_GROUP set. Any other config comes out byte for byte.\n"
+    "state directory DIR/<id> and the daemon's socket bound, and GPU_LIMIT_STATE_DIR,\n"
+    "GPU_LIMIT_GROUP and GPU_LIMIT_DEVICES (the GPUs the host gives it: injected\n"
+    "/dev/nvidiaN nodes, CDI requests, NVIDIA_VISIBLE_DEVICES in the host's numbering)\n"
+    "set. Any other config comes out byte for byte.\n"
     "poststop: reads the container's state on stdin and removes DIR/<id> unless a\n"
     "live process still holds the group's state.\n"
     "\n"
@@ -52,6 +63,7 @@ constexpr const char* kHookUsage =
     "                        (default " GPUINIT_LIMIT_LIBRARY ")\n"
     "      --state-root DIR  where the containers' groups live (default /run/gpu-limit;\n"
     "                        the same path in the container)\n"
+    "  -r, --root DIR        read the host's GPUs (/proc/driver/nvidia/gpus) under DIR\n"
     "  -q, --quiet           errors only\n"
     "  -h, --help            show this help\n"
     "  -V, --version         show the version\n"
@@ -62,13 +74,15 @@ constexpr const char* kHookUsage =
 
 constexpr const char* kRuntimeUsage =
     "Usage: gpu-limit runtime [--runtime-path PATH] [--library PATH] [--state-root DIR]\n"
-    "                         RUNTIME-ARGUMENTS...\n"
-    "An OCI runtime for docker (daemon.json: \"runtimes\": {\"gpu-limit\": {\"path\":\n"
-    "\"/usr/sbin/gpu-limit\", \"runtimeArgs\": [\"runtime\"]}}): takes runc's command\n"
-    "line and runs the real runtime with it unchanged. Before `create`, when the\n"
-    "bundle's config.json asks for AMP_VGPU_ENABLE=1, rewrites it as gpu-limit\n"
-    "oci-hook precreate does (the container's id is its group); after `delete`,\n"
-    "removes the group's state directory.\n"
+    "                         [--host-root DIR] RUNTIME-ARGUMENTS...\n"
+    "       gpu-limit-runtime [...the same...]\n"
+    "An OCI runtime shim for docker (daemon.json, as \"nvidia\" in front of\n"
+    "nvidia-container-runtime or as \"gpu-limit\"), containerd (BinaryName) and\n"
+    "Kubernetes (a RuntimeClass): takes runc's command line and runs the real\n"
+    "runtime with it unchanged. Before `create`, when the bundle's config.json asks\n"
+    "for AMP_VGPU_ENABLE=1, rewrites it as gpu-limit oci-hook precreate does (the\n"
+    "container's id is its group); after `delete`, removes the group's state\n"
+    "directory. See gpu-limit(8), CONTAINERS.\n"
     "\n"
     "Options (before the runtime's arguments):\n"
     "      --runtime-path PATH  the real runtime (default: $GPU_LIMIT_RUNTIME, else the\n"
@@ -78,7 +92,10 @@ constexpr const char* kRuntimeUsage =
     "      --library PATH       the interposer on the host\n"
     "                           (default " GPUINIT_LIMIT_LIBRARY ")\n"
     "      --state-root DIR     where the containers' groups live (default /run/gpu-limit)\n"
+    "      --host-root DIR      read the host's GPUs (/proc/driver/nvidia/gpus) under DIR\n"
     "  -h, --help               show this help (as the only argument)\n"
+    "  -v, --version            (as the only argument) this shim's version, then the\n"
+    "                           real runtime's\n"
     "\n"
     "Exit status: the real runtime's; 3 when a config that asks for the limit\n"
     "cannot be edited (the container is not created); 126 the runtime cannot be\n"
@@ -140,6 +157,43 @@ Status check_library(const std::string& library) {
     return {};
 }
 
+// The host's GPUs in nvidia-smi's numbering, from the driver's own list
+// under `root`. A broken entry is an error: skipping it would shift every
+// index after it.
+Result<oci::HostGpus> read_host_gpus(const std::string& root) {
+    auto sysroot = Sysroot::open(root);
+    if (!sysroot) {
+        return sysroot.error();
+    }
+    Diagnostics diagnostics;
+    auto machine = read_driver_gpus(*sysroot, diagnostics);
+    if (!machine) {
+        return machine.error();
+    }
+    if (diagnostics.has_errors()) {
+        for (const Diagnostic& problem : diagnostics.items()) {
+            if (problem.severity == Severity::Error) {
+                return error("cannot number the host's GPUs: " + problem.text());
+            }
+        }
+    }
+    oci::HostGpus host;
+    host.listed = machine->minors_from_driver;
+    for (const Gpu& gpu : machine->gpus) {
+        host.gpus.push_back({gpu.bdf, gpu.minor, gpu.uuid});
+    }
+    auto address = [](const std::string& text) {
+        limit::PciAddress parsed;
+        limit::parse_pci_address(text.data(), text.size(), parsed);
+        return parsed;
+    };
+    std::sort(host.gpus.begin(), host.gpus.end(),
+              [&](const oci::HostGpu& a, const oci::HostGpu& b) {
+                  return limit::pci_address_before(address(a.pci), address(b.pci));
+              });
+    return host;
+}
+
 struct Edited {
     bool changed = false;
     std::string text;
@@ -149,7 +203,7 @@ struct Edited {
 // out (`changed` false: write the input as it was). `group` empty: learn it
 // from the spec (the hook).
 Result<Edited> edit_config(std::string_view text, std::string group, const std::string& library,
-                           const std::string& state_root) {
+                           const std::string& state_root, const std::string& root) {
     auto spec = oci::parse_spec(text);
     if (!spec) {
         // A config our strict parser refuses but that cannot ask for the
@@ -180,6 +234,14 @@ Result<Edited> edit_config(std::string_view text, std::string group, const std::
     if (auto found = check_library(library); !found) {
         return found.error();
     }
+    auto host = read_host_gpus(root);
+    if (!host) {
+        return host.error();
+    }
+    auto devices = oci::container_devices(*spec, *host);
+    if (!devices) {
+        return devices.error();
+    }
     auto owner = oci::state_owner(*spec);
     if (!owner) {
         return owner.error();
@@ -192,6 +254,7 @@ Result<Edited> edit_config(std::string_view text, std::string group, const std::
     options.state_root = state_root;
     options.group = group;
     options.daemon_socket = oci::daemon_socket_present(state_root);
+    options.devices = *devices;
     if (!oci::edit_spec(*spec, options)) {
         return Edited{};
     }
@@ -203,12 +266,13 @@ void note(const char* program, const std::string& message) {
     (void)!::write(STDERR_FILENO, line.data(), line.size());
 }
 
-int hook_precreate(const std::string& library, const std::string& state_root) {
+int hook_precreate(const std::string& library, const std::string& state_root,
+                   const std::string& root) {
     auto text = read_all(STDIN_FILENO, "the config on stdin");
     if (!text) {
         return report_failure("gpu-limit oci-hook", text.error(), false, 0, kLimitCannotRun);
     }
-    auto edited = edit_config(*text, {}, library, state_root);
+    auto edited = edit_config(*text, {}, library, state_root, root);
     if (!edited) {
         return report_failure("gpu-limit oci-hook", edited.error(), false, 0, kLimitCannotRun);
     }
@@ -384,7 +448,7 @@ Status edit_bundle(const oci::RuntimeCall& call, const std::string& library,
         return text.error();
     }
     file.reset();
-    auto edited = edit_config(*text, call.id, library, state_root);
+    auto edited = edit_config(*text, call.id, library, state_root, call.host_root.value_or("/"));
     if (!edited) {
         return edited.error();
     }
@@ -451,7 +515,7 @@ int limit_oci_hook_main(int argc, char** argv) {
     }
     std::string_view stage = argv[optind];
     if (stage == "precreate") {
-        return hook_precreate(library, state_root);
+        return hook_precreate(library, state_root, cli.common.root);
     }
     if (stage == "poststop") {
         return hook_poststop(state_root, cli.common.verbosity);
@@ -472,6 +536,15 @@ int limit_runtime_main(int argc, char** argv) {
     }
     RuntimeLog log = runtime_log(call->forward, call->command);
     auto runtime = find_runtime(call->runtime_path);
+    if (call->version) {
+        // Ours first, in runc's form ("NAME version X"), which docker info
+        // parses; then the real runtime's own lines.
+        std::fputs("gpu-limit-runtime version " GPUINIT_VERSION "\n", stdout);
+        if (!runtime) {
+            note("gpu-limit runtime", runtime.error().text());
+            return kLimitOk;
+        }
+    }
     if (!runtime) {
         return runtime_failure(log, runtime.error(), kLimitCommandNotFound);
     }
@@ -522,5 +595,9 @@ int limit_runtime_main(int argc, char** argv) {
     }
     return code;
 }
+
+const Command kLimitRuntimeCommand = {"limit-runtime", "gpu-limit-runtime", limit_runtime_main,
+                                      "gpu-limit runtime by its own name (containerd, Kubernetes)",
+                                      kLimitCannotRun};
 
 } // namespace gpuinit::tools

@@ -18,7 +18,7 @@ dest=$work/dest
 DESTDIR=$dest cmake --install "$build" --prefix /usr >"$work/log" 2>&1 ||
   { cat "$work/log"; fail "cmake --install failed"; }
 
-tools=(gpu-mknod gpu-modload gpu-persist gpu-mig gpu-limit)
+tools=(gpu-mknod gpu-modload gpu-persist gpu-mig gpu-limit gpu-limit-runtime)
 expected=(
   "f 644 /etc/default/gpu-restriction"
   "f 755 /etc/init.d/gpu-limit-daemon"
@@ -37,6 +37,7 @@ expected=(
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
   "f 644 /usr/share/man/man7/gpulimit.7"
   "f 644 /usr/share/man/man8/gpu-limit.8"
+  "f 644 /usr/share/man/man8/gpu-limit-runtime.8"
   "f 644 /usr/share/man/man8/gpu-mig.8"
   "f 644 /usr/share/man/man8/gpu-mknod.8"
   "f 644 /usr/share/man/man8/gpu-modload.8"

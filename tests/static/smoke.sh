@@ -107,6 +107,16 @@ gpu-limit)
   rc=0; env -i "$tool" run --mem 0 --library "$work/libgpulimit.so" -- true 2>/dev/null || rc=$?
   [[ $rc == 3 ]] || fail "run --mem 0 exited $rc, not 3"
   ;;
+gpu-limit-runtime)
+  # By its own name it is `gpu-limit runtime`: runc's command line goes to
+  # the real runtime unchanged (containerd's BinaryName gives no words of ours).
+  printf '#!/bin/sh\necho "args: $*"\n' >"$work/runc"
+  chmod 755 "$work/runc"
+  env -i GPU_LIMIT_RUNTIME="$work/runc" "$tool" --root "$work/r" --log-format json state id |
+    grep -qx "args: --root $work/r --log-format json state id" || fail "runc's words forwarded"
+  env -i GPU_LIMIT_RUNTIME="$work/runc" "$tool" --version | grep -qx "args: --version" ||
+    fail "--version also asks the real runtime"
+  ;;
 *)
   fail "no smoke test for this tool"
   ;;

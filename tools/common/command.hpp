@@ -21,6 +21,10 @@ extern const Command kModloadCommand;
 extern const Command kPersistCommand;
 extern const Command kMigCommand;
 extern const Command kLimitCommand;
+// gpu-limit-runtime: `gpu-limit runtime` by its own name, for containerd's
+// BinaryName and a Kubernetes RuntimeClass, which run a runtime with runc's
+// arguments and no words of ours.
+extern const Command kLimitRuntimeCommand;
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();

@@ -6,7 +6,7 @@ namespace gpuinit::tools {
 namespace {
 
 constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand,
-                                        &kMigCommand, &kLimitCommand};
+                                        &kMigCommand,   &kLimitCommand,   &kLimitRuntimeCommand};
 
 } // namespace
 

@@ -175,6 +175,18 @@ bool ensure_env(JsonValue& env, const std::string& name, const std::string& valu
     return changed;
 }
 
+bool remove_env(JsonValue& env, const std::string& name) {
+    const std::string prefix = name + "=";
+    auto& items = env.items();
+    const auto before = items.size();
+    items.erase(std::remove_if(items.begin(), items.end(),
+                               [&](const JsonValue& item) {
+                                   return item.text().compare(0, prefix.size(), prefix) == 0;
+                               }),
+                items.end());
+    return items.size() != before;
+}
+
 } // namespace
 
 // A container path as the runtime resolves it: absolute, without empty,
@@ -280,6 +292,213 @@ bool limit_requested(const JsonValue& spec) {
     });
 }
 
+namespace {
+
+constexpr std::string_view kCdiAnnotationPrefix = "cdi.k8s.io/";
+constexpr std::string_view kCdiGpuKind = "nvidia.com/gpu=";
+
+bool is_decimal(std::string_view text) {
+    return !text.empty() && text.size() <= 9 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower_ascii(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) {
+        if (c >= 'A' && c <= 'Z') {
+            c = static_cast<char>(c - 'A' + 'a');
+        }
+    }
+    return out;
+}
+
+// The union being built: host GPUs by index, and UUIDs the host's list
+// cannot confirm (a driver that printed no UUID for some GPU).
+struct Chosen {
+    bool all = false;
+    std::vector<bool> gpus;
+    std::vector<std::string> uuids;
+};
+
+constexpr const char* kUseWholeGpus =
+    "MIG instances are memory-isolated by the GPU already: run without AMP_VGPU_ENABLE there, or "
+    "give the container whole GPUs";
+
+// One name of a GPU as NVIDIA's runtime and CDI specs take it: an index, a
+// UUID, "all"; `where` says where it came from, for the messages.
+Status choose(std::string_view name, const std::string& where, const HostGpus& host,
+              Chosen& chosen) {
+    if (name == "all") {
+        chosen.all = true;
+        return {};
+    }
+    if (name.substr(0, 4) == "MIG-" || name.find(':') != std::string_view::npos) {
+        return error(where + " names the MIG instance " + quote(name) + "; " + kUseWholeGpus);
+    }
+    if (is_decimal(name)) {
+        if (!host.listed) {
+            return error(where + " names GPU " + std::string(name) +
+                         " by the host's index, but the host's driver lists no GPUs "
+                         "(/proc/driver/nvidia/gpus is absent); load the NVIDIA driver, or name "
+                         "GPUs by UUID");
+        }
+        size_t index = std::stoul(std::string(name));
+        if (index >= host.gpus.size()) {
+            return error(where + " names GPU " + std::string(name) + ", but the host has " +
+                         std::to_string(host.gpus.size()) +
+                         " GPUs (nvidia-smi -L); name one of them");
+        }
+        chosen.gpus[index] = true;
+        return {};
+    }
+    if (name.size() > 4 && lower_ascii(name.substr(0, 4)) == "gpu-" && name.size() <= 64 &&
+        std::all_of(name.begin() + 4, name.end(), [](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+                   c == '-';
+        })) {
+        const std::string uuid = "GPU-" + lower_ascii(name.substr(4));
+        bool all_known = host.listed;
+        for (size_t i = 0; i < host.gpus.size(); ++i) {
+            if (host.gpus[i].uuid.empty()) {
+                all_known = false;
+            } else if (lower_ascii(host.gpus[i].uuid) == lower_ascii(uuid)) {
+                chosen.gpus[i] = true;
+                return {};
+            }
+        }
+        if (all_known) {
+            return error(where + " names " + quote(name) +
+                         ", which no GPU of the host has (nvidia-smi -L); name one of them");
+        }
+        if (std::find(chosen.uuids.begin(), chosen.uuids.end(), uuid) == chosen.uuids.end()) {
+            chosen.uuids.push_back(uuid);
+        }
+        return {};
+    }
+    return error(where + " names " + quote(name) +
+                 ", which is neither a GPU index, a GPU UUID nor all; name GPUs as nvidia-smi -L "
+                 "shows them");
+}
+
+// A comma-separated list of names (NVIDIA_VISIBLE_DEVICES, a CDI annotation);
+// `cdi` true: only entries of kind nvidia.com/gpu count, by their name.
+Status choose_list(std::string_view list, bool cdi, const std::string& where, const HostGpus& host,
+                   Chosen& chosen) {
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        std::string_view entry = trim(list.substr(
+            start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+        start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+        if (entry.substr(0, kCdiGpuKind.size()) == kCdiGpuKind) {
+            entry.remove_prefix(kCdiGpuKind.size());
+        } else if (cdi || entry.empty() || entry == "none" || entry == "void") {
+            continue; // another vendor's device, or nothing
+        }
+        if (auto chose = choose(entry, where, host, chosen); !chose) {
+            return chose;
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+Result<std::optional<std::string>> container_devices(const JsonValue& spec, const HostGpus& host) {
+    Chosen chosen;
+    chosen.gpus.assign(host.gpus.size(), false);
+    bool named = false;
+    if (const JsonValue* linux_section = spec.find("linux"); linux_section != nullptr) {
+        const JsonValue* devices = linux_section->find("devices");
+        if (devices != nullptr && devices->is_array()) {
+            for (const JsonValue& device : devices->items()) {
+                const JsonValue* type = device.is_object() ? device.find("type") : nullptr;
+                auto major = device.is_object() ? as_u32(device.find("major")) : std::nullopt;
+                auto minor = device.is_object() ? as_u32(device.find("minor")) : std::nullopt;
+                if (type == nullptr || !type->is_string() || type->text() != "c" || !major ||
+                    *major != kNvidiaMajor || !minor || *minor > kMaxGpuMinor) {
+                    continue;
+                }
+                named = true;
+                const JsonValue* path = device.find("path");
+                const std::string node =
+                    "linux.devices " +
+                    (path != nullptr && path->is_string() ? quote(path->text()) : std::string("")) +
+                    " (195:" + std::to_string(*minor) + ")";
+                auto found = std::find_if(host.gpus.begin(), host.gpus.end(),
+                                          [&](const HostGpu& gpu) { return gpu.minor == *minor; });
+                if (found == host.gpus.end()) {
+                    return error("the spec's " + node + " is no GPU of the host (no Device Minor " +
+                                 std::to_string(*minor) +
+                                 " in /proc/driver/nvidia/gpus); give the container the host's "
+                                 "device nodes");
+                }
+                chosen.gpus[static_cast<size_t>(found - host.gpus.begin())] = true;
+            }
+        }
+    }
+    if (const JsonValue* annotations = spec.find("annotations");
+        annotations != nullptr && annotations->is_object()) {
+        for (const JsonMember& member : annotations->members()) {
+            if (member.key.compare(0, kCdiAnnotationPrefix.size(), kCdiAnnotationPrefix) != 0 ||
+                !member.value.is_string()) {
+                continue;
+            }
+            if (member.value.text().find(kCdiGpuKind) != std::string::npos) {
+                named = true;
+            }
+            if (auto chose = choose_list(member.value.text(), true,
+                                         "the annotation " + quote(member.key), host, chosen);
+                !chose) {
+                return chose.error();
+            }
+        }
+    }
+    const JsonValue* process = spec.find("process");
+    const JsonValue* env = process != nullptr ? process->find("env") : nullptr;
+    if (env != nullptr && env->is_array()) {
+        constexpr std::string_view kVisible = "NVIDIA_VISIBLE_DEVICES=";
+        const JsonValue* last = nullptr;
+        for (const JsonValue& item : env->items()) {
+            if (item.is_string() && item.text().compare(0, kVisible.size(), kVisible) == 0) {
+                last = &item;
+            }
+        }
+        if (last != nullptr) {
+            std::string_view value = std::string_view(last->text()).substr(kVisible.size());
+            if (!value.empty() && value != "none" && value != "void") {
+                named = true;
+            }
+            if (auto chose = choose_list(value, false,
+                                         "NVIDIA_VISIBLE_DEVICES=" + shorten(std::string(value)),
+                                         host, chosen);
+                !chose) {
+                return chose.error();
+            }
+        }
+    }
+    if (!named) {
+        return std::optional<std::string>();
+    }
+    if (chosen.all) {
+        return std::optional<std::string>("all");
+    }
+    std::string list;
+    for (size_t i = 0; i < host.gpus.size(); ++i) {
+        if (chosen.gpus[i]) {
+            list += (list.empty() ? "" : ",") +
+                    (host.gpus[i].uuid.empty() ? host.gpus[i].pci : host.gpus[i].uuid);
+        }
+    }
+    for (const std::string& uuid : chosen.uuids) {
+        list += (list.empty() ? "" : ",") + uuid;
+    }
+    if (list.empty()) {
+        return std::optional<std::string>("none");
+    }
+    return std::optional<std::string>(list);
+}
+
 bool edit_spec(JsonValue& spec, const EditOptions& options) {
     bool changed = false;
     JsonValue& mounts = spec.member("mounts");
@@ -312,6 +531,11 @@ bool edit_spec(JsonValue& spec, const EditOptions& options) {
     }
     changed |= ensure_env(env, "GPU_LIMIT_STATE_DIR", options.state_root);
     changed |= ensure_env(env, "GPU_LIMIT_GROUP", options.group);
+    if (options.devices) {
+        changed |= ensure_env(env, "GPU_LIMIT_DEVICES", *options.devices);
+    } else {
+        changed |= remove_env(env, "GPU_LIMIT_DEVICES");
+    }
 
     JsonValue& annotations = spec.member("annotations");
     if (!annotations.is_object()) {
@@ -443,6 +667,11 @@ Result<RuntimeCall> parse_runtime_args(const std::vector<std::string>& args) {
         call.help = true;
         return call;
     }
+    if (args.size() == 1 && (args[0] == "--version" || args[0] == "-v")) {
+        call.version = true;
+        call.forward = args;
+        return call;
+    }
     // Ours first: daemon.json's runtimeArgs come before the shim's words.
     while (at < args.size()) {
         std::string_view word = args[at];
@@ -451,7 +680,8 @@ Result<RuntimeCall> parse_runtime_args(const std::vector<std::string>& args) {
         for (auto [option, slot] :
              {std::pair{std::string_view("--runtime-path"), &call.runtime_path},
               std::pair{std::string_view("--library"), &call.library},
-              std::pair{std::string_view("--state-root"), &call.state_root}}) {
+              std::pair{std::string_view("--state-root"), &call.state_root},
+              std::pair{std::string_view("--host-root"), &call.host_root}}) {
             if (word == option || word.substr(0, option.size() + 1) == std::string(option) + "=") {
                 target = slot;
                 name = option;

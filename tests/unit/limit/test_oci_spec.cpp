@@ -7,7 +7,9 @@
 #include "gpuinit/limit/oci_spec.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -440,6 +442,160 @@ TEST(OciSpec, ThePoststopGroupIsTheIdOrAMadeUpName) {
 
 // --- the runtime's command line ---
 
+// --- which GPUs the host gives a container ---
+
+constexpr const char* kHostUuid0 = "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"; // 1a, minor 1
+constexpr const char* kHostUuid1 = "GPU-11111111-2222-3333-4444-555555555555"; // 3b, minor 0
+
+// Two GPUs whose minors are not their host indices, in PCI order.
+HostGpus two_gpus() {
+    HostGpus host;
+    host.listed = true;
+    host.gpus = {{"0000:1a:00.0", 1, kHostUuid0}, {"0000:3b:00.0", 0, kHostUuid1}};
+    return host;
+}
+
+JsonValue with_env(std::initializer_list<std::string> env, std::string_view rest = "") {
+    std::string text = "{\"process\":{\"env\":[";
+    bool first = true;
+    for (const std::string& item : env) {
+        text += (first ? "\"" : ",\"") + item + "\"";
+        first = false;
+    }
+    text += "]}" + std::string(rest) + "}";
+    return spec_ok(text);
+}
+
+std::string devices_of(const JsonValue& spec, const HostGpus& host = two_gpus()) {
+    auto devices = container_devices(spec, host);
+    EXPECT_TRUE(devices.ok()) << (devices.ok() ? "" : devices.error().message);
+    if (!devices.ok()) {
+        return "<error>";
+    }
+    return devices->value_or("<unset>");
+}
+
+std::string refusal(const JsonValue& spec, const HostGpus& host = two_gpus()) {
+    auto devices = container_devices(spec, host);
+    EXPECT_FALSE(devices.ok()) << devices->value_or("<unset>");
+    return devices.ok() ? "" : devices.error().message;
+}
+
+// The seed's NVIDIA_VISIBLE_DEVICES=1 is host GPU 1 in nvidia-smi's numbering
+// (PCI order), whatever its minor or the order CUDA sees it in.
+TEST(OciDevices, HostIndicesBecomeUuids) {
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=1"})), kHostUuid1);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=0"})), kHostUuid0);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=1,0"})),
+              std::string(kHostUuid0) + "," + kHostUuid1);
+    // NVIDIA's runtime reads the environment into a map: the last entry
+    // wins (docker's --gpus appends one after the user's -e).
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_VISIBLE_DEVICES=1"})),
+              kHostUuid1);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=GPU-11111111-2222-3333-4444-"
+                                   "555555555555"})),
+              kHostUuid1);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=gpu-66666666-7777-8888-9999-"
+                                   "AAAAAAAAAAAA"})),
+              kHostUuid0);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1"})), kHostUuid1);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=all"})), "all");
+}
+
+TEST(OciDevices, NothingNamedLeavesTheLibraryItsOwnRule) {
+    for (const char* value : {"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=none",
+                              "NVIDIA_VISIBLE_DEVICES=", "OTHER=1"}) {
+        EXPECT_EQ(devices_of(with_env({value})), "<unset>") << value;
+    }
+    // nvidiactl and a device of another driver are no GPU.
+    EXPECT_EQ(devices_of(with_env({}, ",\"linux\":{\"devices\":[{\"path\":\"/dev/nvidiactl\","
+                                      "\"type\":\"c\",\"major\":195,\"minor\":255},"
+                                      "{\"path\":\"/dev/x\",\"type\":\"c\",\"major\":10,"
+                                      "\"minor\":1}]}")),
+              "<unset>");
+}
+
+// podman's --device nvidia.com/gpu=N and NVIDIA's jit-cdi runtime inject the
+// nodes and set NVIDIA_VISIBLE_DEVICES=void: the nodes say which GPUs.
+TEST(OciDevices, InjectedNodesAndCdiRequestsCount) {
+    const std::string node1 = ",\"linux\":{\"devices\":[{\"path\":\"/dev/nvidia1\",\"type\":\"c\","
+                              "\"major\":195,\"minor\":1}]}";
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=void"}, node1)), kHostUuid0);
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=1"}, node1)),
+              std::string(kHostUuid0) + "," + kHostUuid1); // the union
+    EXPECT_EQ(devices_of(with_env({}, ",\"annotations\":{\"cdi.k8s.io/gpu-limit\":"
+                                      "\"vendor.com/net=1,nvidia.com/gpu=0\"}")),
+              kHostUuid0);
+    EXPECT_EQ(devices_of(with_env({}, ",\"annotations\":{\"cdi.k8s.io/x\":\"nvidia.com/gpu=all\","
+                                      "\"other\":\"nvidia.com/gpu=1\"}")),
+              "all");
+    EXPECT_EQ(devices_of(with_env({}, ",\"annotations\":{\"other\":\"nvidia.com/gpu=1\"}")),
+              "<unset>");
+}
+
+// A name the host cannot place stops the container: started anyway, it would
+// run with caps on the wrong GPU or with every allocation refused.
+TEST(OciDevices, WhatTheHostCannotPlaceIsRefused) {
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=2"})).find("the host has 2 GPUs"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_env({}, ",\"linux\":{\"devices\":[{\"path\":\"/dev/nvidia7\","
+                                   "\"type\":\"c\",\"major\":195,\"minor\":7}]}"))
+                  .find("no Device Minor 7"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=0:1"})).find("MIG"), std::string::npos);
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=MIG-GPU-11111111-2222-3333-4444-"
+                                "555555555555/1/0"}))
+                  .find("MIG"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-"
+                                "000000000000"}))
+                  .find("no GPU of the host has"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=gpu0"})).find("neither"),
+              std::string::npos);
+    HostGpus no_driver;
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=0"}), no_driver)
+                  .find("/proc/driver/nvidia/gpus is absent"),
+              std::string::npos);
+}
+
+// A driver that printed no UUID (the GPU was never initialized: nv-procfs.c
+// prints the line only with a valid UUID cache): such a GPU goes by its PCI
+// address, and a UUID the host cannot confirm goes through as given.
+TEST(OciDevices, GpusWithoutAUuidGoByPciAddress) {
+    HostGpus host = two_gpus();
+    host.gpus[1].uuid.clear();
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=1"}), host), "0000:3b:00.0");
+    const std::string unknown = "GPU-00000000-0000-0000-0000-000000000000";
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=" + unknown}), host), unknown);
+    HostGpus no_driver;
+    EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=" + unknown}), no_driver), unknown);
+}
+
+TEST(OciDevices, TheEditWritesTheHostsListAndDropsTheUsers) {
+    JsonValue spec = with_env({"AMP_VGPU_ENABLE=1", "GPU_LIMIT_DEVICES=GPU-mine"});
+    EditOptions options;
+    options.library = "/usr/lib/gpuinit/libgpulimit.so";
+    options.group = "g";
+    options.devices = kHostUuid1;
+    EXPECT_TRUE(edit_spec(spec, options));
+    auto env = env_of(spec);
+    EXPECT_EQ(std::count_if(
+                  env.begin(), env.end(),
+                  [](const std::string& item) { return item.rfind("GPU_LIMIT_DEVICES=", 0) == 0; }),
+              1);
+    EXPECT_NE(std::find(env.begin(), env.end(), std::string("GPU_LIMIT_DEVICES=") + kHostUuid1),
+              env.end());
+    EXPECT_FALSE(edit_spec(spec, options));
+    options.devices.reset();
+    EXPECT_TRUE(edit_spec(spec, options));
+    env = env_of(spec);
+    EXPECT_EQ(std::count_if(
+                  env.begin(), env.end(),
+                  [](const std::string& item) { return item.rfind("GPU_LIMIT_DEVICES=", 0) == 0; }),
+              0);
+}
+
 TEST(OciRuntimeArgs, DockersCreate) {
     // containerd's runc shim after daemon.json's runtimeArgs ("runtime" is
     // gpu-limit's own command word, gone before this).
@@ -555,6 +711,22 @@ TEST(OciRuntimeArgs, HelpAndMissingValues) {
     EXPECT_FALSE(parse_runtime_args({"--runtime-path"}).ok());
     EXPECT_FALSE(parse_runtime_args({"--runtime-path="}).ok());
     EXPECT_FALSE(parse_runtime_args({"create", "--bundle"}).ok());
+    call = parse_runtime_args({"--version"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_TRUE(call->version);
+    EXPECT_EQ(call->forward, std::vector<std::string>{"--version"});
+}
+
+// --root is runc's (containerd gives it to every call): the host's root for
+// reading GPUs is --host-root, ours, before runc's words.
+TEST(OciRuntimeArgs, HostRootIsOursAndRootIsRuncs) {
+    auto call = parse_runtime_args(
+        {"--host-root", "/fixture", "--root", "/run/runc", "create", "--bundle", "/b", "id"});
+    ASSERT_TRUE(call.ok());
+    EXPECT_EQ(call->host_root.value_or(""), "/fixture");
+    EXPECT_EQ(call->forward.front(), "--root");
+    EXPECT_EQ(call->command, "create");
+    EXPECT_FALSE(parse_runtime_args({"--host-root"}).ok());
 }
 
 // --- the host's files ---
@@ -772,6 +944,48 @@ TEST_F(OciHookText, WithTheSwitchTheConfigIsEditedOnceAndTheGroupMade) {
     auto [code2, output2] = hook(output);
     EXPECT_EQ(code2, 0);
     EXPECT_EQ(output2, output);
+}
+
+// The hook numbers GPUs as the host's driver lists them (--root: a fixture
+// of /proc/driver/nvidia/gpus in the driver's format, nv-procfs.c).
+TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
+    const std::string root = temp_ / "host";
+    const std::pair<const char*, const char*> gpus[] = {{"0000:3b:00.0", kHostUuid1},
+                                                        {"0000:1a:00.0", kHostUuid0}};
+    unsigned minor = 0;
+    for (const auto& [bus, uuid] : gpus) {
+        const std::string dir = root + "/proc/driver/nvidia/gpus/" + bus;
+        ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+        write_file(dir + "/information",
+                   "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\nGPU UUID: \t " +
+                       std::string(uuid) +
+                       "\nVideo BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\n"
+                       "DMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t " +
+                       bus + "\nDevice Minor: \t " + std::to_string(minor++) +
+                       "\nGPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n");
+    }
+    auto hook_at = [&](std::string_view input) {
+        return run_with_input({GPUINIT_BIN, "limit", "oci-hook", "--root", root, "--library",
+                               library_, "--state-root", temp_ / "state", "precreate"},
+                              input, temp_);
+    };
+    const std::string id(64, 'd');
+    const std::string head = "{\"process\":{\"user\":{\"uid\":" + std::to_string(::getuid()) +
+                             ",\"gid\":" + std::to_string(::getgid()) +
+                             "},\"env\":[\"AMP_VGPU_ENABLE=1\",\"NVIDIA_VISIBLE_DEVICES=";
+    const std::string tail =
+        "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    auto [code, output] = hook_at(head + "1" + tail);
+    ASSERT_EQ(code, 0) << output;
+    auto spec = parse_spec(output);
+    ASSERT_TRUE(spec.ok()) << output;
+    auto env = env_of(*spec);
+    EXPECT_NE(std::find(env.begin(), env.end(), std::string("GPU_LIMIT_DEVICES=") + kHostUuid1),
+              env.end())
+        << output;
+    std::tie(code, output) = hook_at(head + "2" + tail);
+    EXPECT_EQ(code, 3);
+    EXPECT_EQ(output, "");
 }
 
 TEST_F(OciHookText, WithTheSwitchABrokenConfigOrAMissingLibraryStopsTheContainer) {

@@ -48,11 +48,46 @@ Result<JsonValue> parse_spec(std::string_view text);
 // process.env holds the entry AMP_VGPU_ENABLE=1, exactly.
 bool limit_requested(const JsonValue& spec);
 
+// The host's GPUs in the host's numbering (nvidia-smi's: the vector is in
+// PCI order of the driver's GPUs, /proc/driver/nvidia/gpus).
+struct HostGpu {
+    std::string pci; // "0000:3b:00.0"
+    unsigned minor = 0;
+    std::string uuid; // empty when the driver did not print one
+};
+struct HostGpus {
+    bool listed = false; // false: the driver's list is absent (not loaded)
+    std::vector<HostGpu> gpus;
+};
+inline constexpr unsigned kNvidiaMajor = 195; // the driver's fixed character major
+inline constexpr unsigned kMaxGpuMinor = 253; // 254, 255: modeset and ctl
+
+// Which GPUs the host gives the container, decided before it starts, as
+// GPU_LIMIT_DEVICES says it to the library: the union of
+//   - the GPU nodes in linux.devices (char 195:minor, 0..253), which a CDI
+//     injector (podman's --device nvidia.com/gpu=N, NVIDIA's jit-cdi
+//     runtime) has put there, and which NVIDIA's CDI specs pair with
+//     NVIDIA_VISIBLE_DEVICES=void;
+//   - CDI requests in annotations (cdi.k8s.io/<anything>:
+//     "nvidia.com/gpu=N,..."), for a CDI-aware runtime after us;
+//   - NVIDIA_VISIBLE_DEVICES, its last entry as NVIDIA's runtime reads it
+//     (docker's --gpus appends one): host indices, UUIDs, CDI names
+//     (nvidia.com/gpu=N), all; none and void name nothing.
+// Each GPU as its UUID, or its PCI address when the driver printed no UUID;
+// "all" when a source says all; std::nullopt when no source names a GPU
+// (the library then keeps its own rule). An index or minor the host does
+// not have, a UUID none of its GPUs has (when all have one), a MIG instance,
+// or an index with no driver list is an error: the container would start
+// with caps on the wrong GPUs or none.
+Result<std::optional<std::string>> container_devices(const JsonValue& spec, const HostGpus& host);
+
 struct EditOptions {
     std::string library;                 // host path of libgpulimit.so
     std::string state_root = kStateRoot; // host path, the same in the container
     std::string group;                   // valid_group_name
     bool daemon_socket = false;          // <state root>/daemon.sock exists
+    // GPU_LIMIT_DEVICES (container_devices); nullopt removes any the spec has.
+    std::optional<std::string> devices;
 };
 
 // Applies the edit to a parsed spec; returns whether anything changed.
@@ -97,7 +132,9 @@ struct RuntimeCall {
     std::optional<std::string> runtime_path; // --runtime-path PATH
     std::optional<std::string> library;      // --library PATH
     std::optional<std::string> state_root;   // --state-root DIR
+    std::optional<std::string> host_root;    // --host-root DIR: where the host's files are read
     bool help = false;                       // --help or -h as the only word
+    bool version = false;                    // --version or -v as the only word (runc's)
     // The real runtime's arguments, unchanged.
     std::vector<std::string> forward;
     std::string command;               // "create", "delete", ...; "" when none
