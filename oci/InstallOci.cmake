@@ -14,7 +14,9 @@ endif()
 file(REMOVE_RECURSE "${GPUINIT_OCI_STAGING}")
 foreach(entry "hooks.d/gpu-limit-precreate.json;containers/oci/hooks.d"
               "hooks.d/gpu-limit-poststop.json;containers/oci/hooks.d"
-              "docker-daemon.json;gpuinit")
+              "docker-daemon.json;gpuinit"
+              "containerd-runtime.toml;gpuinit"
+              "runtimeclass.yaml;gpuinit")
   list(GET entry 0 source)
   list(GET entry 1 destination)
   get_filename_component(name "${source}" NAME)

@@ -93,6 +93,9 @@ constexpr const char* kRuntimeUsage =
     "                           (default " GPUINIT_LIMIT_LIBRARY ")\n"
     "      --state-root DIR     where the containers' groups live (default /run/gpu-limit)\n"
     "      --host-root DIR      read the host's GPUs (/proc/driver/nvidia/gpus) under DIR\n"
+    "Without these options: $GPU_LIMIT_LIBRARY, $GPU_LIMIT_STATE_ROOT and\n"
+    "$GPU_LIMIT_HOST_ROOT, else the defaults (containerd's BinaryName and a\n"
+    "Kubernetes RuntimeClass give no options).\n"
     "  -h, --help               show this help (as the only argument)\n"
     "  -v, --version            (as the only argument) this shim's version, then the\n"
     "                           real runtime's\n"
@@ -548,8 +551,20 @@ int limit_runtime_main(int argc, char** argv) {
     if (!runtime) {
         return runtime_failure(log, runtime.error(), kLimitCommandNotFound);
     }
-    std::string library = call->library.value_or(GPUINIT_LIMIT_LIBRARY);
-    std::string state_root = call->state_root.value_or(oci::kStateRoot);
+    // By name (containerd's BinaryName, a RuntimeClass) no words of ours
+    // come: the same settings from the environment of containerd or dockerd
+    // (root's), as GPU_LIMIT_RUNTIME.
+    auto setting = [](const std::optional<std::string>& given, const char* variable,
+                      const char* fallback) {
+        if (given) {
+            return *given;
+        }
+        const char* value = std::getenv(variable);
+        return std::string(value != nullptr && *value != '\0' ? value : fallback);
+    };
+    std::string library = setting(call->library, "GPU_LIMIT_LIBRARY", GPUINIT_LIMIT_LIBRARY);
+    std::string state_root = setting(call->state_root, "GPU_LIMIT_STATE_ROOT", oci::kStateRoot);
+    call->host_root = setting(call->host_root, "GPU_LIMIT_HOST_ROOT", "/");
     if (call->command == "create" || call->command == "run") {
         if (auto edited = edit_bundle(*call, library, state_root); !edited) {
             return runtime_failure(log, edited.error(), kLimitCannotRun);

@@ -5,7 +5,19 @@
 // order). The default has two devices whose CUDA order differs from their
 // PCI order (the second has the lower bus id), as on many real machines, so
 // tests catch code that confuses an NVML index with a CUDA ordinal.
+//
+// GPULIMIT_STANDIN_DEVICE_NODES=1: the list is the host's, and the process
+// sees only the GPUs whose device node it has, as the real driver in a
+// container (libcuda opens /dev/nvidia<minor> for each GPU the kernel lists
+// and leaves out those it cannot reach): /dev/nvidia<minor> must be a
+// character device 195:<minor>, where a GPU's minor is its position in PCI
+// order (the order the driver probes, and assigns minors, in practice).
+// Only the node's presence is checked (stat): a test host without the
+// driver cannot open it.
 #pragma once
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cctype>
 #include <cstdint>
@@ -13,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace standin {
@@ -92,7 +105,27 @@ inline std::vector<Device> load_devices(const char* who) {
         }
         devices.push_back(d);
     }
-    return devices;
+    const char* nodes = std::getenv("GPULIMIT_STANDIN_DEVICE_NODES");
+    if (nodes == nullptr || std::strcmp(nodes, "1") != 0) {
+        return devices;
+    }
+    std::vector<Device> reachable;
+    for (const Device& d : devices) {
+        unsigned pci_position = 0;
+        for (const Device& other : devices) {
+            if (std::tie(other.pci_domain, other.pci_bus, other.pci_device) <
+                std::tie(d.pci_domain, d.pci_bus, d.pci_device)) {
+                ++pci_position;
+            }
+        }
+        const std::string node = "/dev/nvidia" + std::to_string(pci_position);
+        struct stat status {};
+        if (::stat(node.c_str(), &status) == 0 && S_ISCHR(status.st_mode) &&
+            major(status.st_rdev) == 195 && minor(status.st_rdev) == pci_position) {
+            reachable.push_back(d);
+        }
+    }
+    return reachable;
 }
 
 } // namespace standin
