@@ -186,9 +186,15 @@ Rendered render_status_text(const limit::StatusReport& report, const Diagnostics
                     usage += format(" dev %zu: %s", d, human_bytes(process.charged[d]).c_str());
                 }
             }
-            rendered.out += format("  pid %-8d %-16s%s%s\n", static_cast<int>(process.pid),
-                                   process.comm.c_str(), process.alive ? "" : " (dead)",
-                                   usage.empty() ? " nothing allocated" : usage.c_str());
+            // A container's pid is its own namespace's; the daemon's is the host's.
+            std::string host;
+            if (process.host_pid != 0 && process.host_pid != process.pid) {
+                host = format(" (host pid %d)", static_cast<int>(process.host_pid));
+            }
+            rendered.out +=
+                format("  pid %-8d %-16s%s%s%s\n", static_cast<int>(process.pid),
+                       process.comm.c_str(), host.c_str(), process.alive ? "" : " (dead)",
+                       usage.empty() ? " nothing allocated" : usage.c_str());
         }
     }
     return rendered;
@@ -231,6 +237,7 @@ std::string render_status_json(const limit::StatusReport& report, const Diagnost
             json.begin_object();
             json.key("slot").value(process.slot);
             json.key("pid").value(static_cast<int>(process.pid));
+            json.key("host_pid").value(static_cast<int>(process.host_pid));
             json.key("comm").value(process.comm);
             json.key("alive").value(process.alive);
             json.key("used_bytes").begin_array();

@@ -362,6 +362,10 @@ Result<GroupReport> read_group(const std::string& state_dir, const std::string& 
             continue;
         }
         process.slot = slot;
+        int32_t pid = 0;
+        if (!state->slot_pids(slot, pid, process.host_pid) || pid != process.pid) {
+            process.host_pid = 0;
+        }
         process.comm.assign(comm, strnlen(comm, sizeof comm));
         process.charged.assign(charged, charged + devices);
         report.processes.push_back(std::move(process));
@@ -404,6 +408,14 @@ Result<StatusReport> read_status(const std::string& state_dir,
         while (const dirent* entry = ::readdir(dir.get())) {
             std::string name = entry->d_name;
             if (name == "." || name == "..") {
+                continue;
+            }
+            // The host's own files beside the groups (/run/gpu-limit: the
+            // daemon's socket and pid file, the containers' ld.so.preload)
+            // are no groups; anything else that is not a directory is
+            // reported by read_group.
+            if (entry->d_type != DT_DIR &&
+                (name == "daemon.sock" || name == "daemon.pid" || name == "ld.so.preload")) {
                 continue;
             }
             if (!valid_group_name(name)) {

@@ -531,6 +531,12 @@ bool edit_spec(JsonValue& spec, const EditOptions& options) {
     }
     changed |= ensure_env(env, "GPU_LIMIT_STATE_DIR", options.state_root);
     changed |= ensure_env(env, "GPU_LIMIT_GROUP", options.group);
+    if (options.daemon_socket) {
+        // Where the socket is bound: the library's default is
+        // /run/gpu-limit/daemon.sock, which another state root is not.
+        changed |=
+            ensure_env(env, "GPU_LIMIT_DAEMON_SOCKET", options.state_root + "/" + kDaemonSocket);
+    }
     if (options.devices) {
         changed |= ensure_env(env, "GPU_LIMIT_DEVICES", *options.devices);
     } else {

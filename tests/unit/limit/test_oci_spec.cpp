@@ -276,6 +276,31 @@ TEST(OciSpec, TheDaemonSocketIsMountedOnlyWhenItRuns) {
     ASSERT_EQ(mounts.size(), 5u);
     EXPECT_EQ(mounts[4].find("destination")->text(), "/run/gpu-limit/daemon.sock");
     EXPECT_EQ(mounts[4].find("source")->text(), "/run/gpu-limit/daemon.sock");
+    auto env = env_of(spec);
+    EXPECT_NE(
+        std::find(env.begin(), env.end(), "GPU_LIMIT_DAEMON_SOCKET=/run/gpu-limit/daemon.sock"),
+        env.end());
+}
+
+// Another state root: the library must be told where the socket is bound
+// (its default is /run/gpu-limit/daemon.sock). Found by the seed test's
+// daemon check: the container's process could not register.
+TEST(OciSpec, TheDaemonSocketIsNamedWhereItIsBound) {
+    JsonValue spec = spec_ok(kMinimalSpec);
+    EditOptions options = options_for("g", true);
+    options.state_root = "/srv/limit";
+    ASSERT_TRUE(edit_spec(spec, options));
+    auto env = env_of(spec);
+    EXPECT_NE(std::find(env.begin(), env.end(), "GPU_LIMIT_DAEMON_SOCKET=/srv/limit/daemon.sock"),
+              env.end());
+    JsonValue without = spec_ok(kMinimalSpec);
+    ASSERT_TRUE(edit_spec(without, options_for("g", false)));
+    env = env_of(without);
+    EXPECT_EQ(std::find_if(env.begin(), env.end(),
+                           [](const std::string& item) {
+                               return item.rfind("GPU_LIMIT_DAEMON_SOCKET=", 0) == 0;
+                           }),
+              env.end());
 }
 
 TEST(OciSpec, EditingTwiceAddsNothing) {

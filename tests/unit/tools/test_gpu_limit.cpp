@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -395,6 +397,23 @@ TEST(GpuLimitTool, StatusShowsGroupsDevicesAndProcesses) {
     EXPECT_NE(output.find(format("\"alive\":true,\"used_bytes\":[%llu]", kGiB + kGiB / 2)),
               std::string::npos)
         << output;
+
+    // /run/gpu-limit also holds the daemon's socket and pid file and the
+    // containers' ld.so.preload: no groups, and no error (status exited 2
+    // on the very directory the README tells admins to look at).
+    for (const char* name : {"daemon.pid", "ld.so.preload"}) {
+        FILE* file = std::fopen((state.path + "/" + name).c_str(), "w");
+        ASSERT_NE(file, nullptr);
+        std::fclose(file);
+    }
+    int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s/daemon.sock", state.path.c_str());
+    ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path, "--json"}, &output), 0) << output;
+    EXPECT_NE(output.find("\"host_pid\":0,"), std::string::npos) << output; // no daemon
+    ::close(sock);
 
     // A group that is not there, and a directory that is not a group.
     EXPECT_EQ(gpu_limit({"status", "--state-dir", state.path, "--group", "nope"}, &output), 3);

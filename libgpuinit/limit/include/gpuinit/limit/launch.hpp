@@ -76,7 +76,8 @@ Result<std::string> effective_state_dir(const std::optional<std::string>& given,
 
 struct ProcessUsage {
     int slot = 0;
-    int32_t pid = 0;
+    int32_t pid = 0;      // in the process's own pid namespace
+    int32_t host_pid = 0; // as the host daemon verified it (SO_PEERCRED); 0: not registered
     std::string comm;
     bool alive = false;
     std::vector<uint64_t> charged; // per device of the group, bytes

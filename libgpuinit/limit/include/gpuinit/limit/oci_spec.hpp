@@ -13,7 +13,8 @@
 //     unlike LD_PRELOAD, the container's user cannot unset it (musl images
 //     ignore both: the limit needs glibc in the image);
 //   - <state root>/<group> read-write at the same path: the group's state;
-//   - <state root>/daemon.sock at the same path, when the daemon runs;
+//   - <state root>/daemon.sock at the same path, when the daemon runs,
+//     named in GPU_LIMIT_DAEMON_SOCKET;
 // and sets GPU_LIMIT_STATE_DIR=<state root> and GPU_LIMIT_GROUP=<group>,
 // replacing any value the spec had (the group is the container: a name of
 // the user's choosing would point at a directory nobody mounted), and the
