@@ -14,7 +14,10 @@ fail() { echo "FAIL: $name: $*" >&2; exit 1; }
 file -L -b "$tool" | grep -q "statically linked" || fail "not statically linked: $(file -L -b "$tool")"
 # No loader, no libraries: it must run from an empty environment and root.
 env -i "$tool" --help >/dev/null || fail "--help"
-env -i "$tool" --version | grep -q "^$name " || fail "--version"
+# Read whole: gpu-limit-runtime prints the real runtime's version after its
+# own line, and grep -q would close the pipe under it.
+version=$(env -i "$tool" --version) || fail "--version exited $?"
+grep -q "^$name " <<<"$version" || fail "--version: $version"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
