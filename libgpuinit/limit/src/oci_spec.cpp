@@ -145,33 +145,28 @@ bool ensure_mount(JsonValue& mounts, const std::string& destination, const std::
 }
 
 // NAME=value as the only entry of NAME (glibc's getenv takes the first).
+// One pass: the config's author may repeat NAME as often as 8 MiB allows,
+// and erasing the copies one at a time is quadratic.
 bool ensure_env(JsonValue& env, const std::string& name, const std::string& value) {
     std::string wanted = name + "=" + value;
     std::string prefix = name + "=";
     auto& items = env.items();
-    bool changed = false;
-    bool seen = false;
-    for (auto it = items.begin(); it != items.end();) {
-        if (it->text().compare(0, prefix.size(), prefix) != 0) {
-            ++it;
-            continue;
-        }
-        if (seen) {
-            it = items.erase(it);
-            changed = true;
-            continue;
-        }
-        seen = true;
-        if (it->text() != wanted) {
-            *it = JsonValue::make_string(wanted);
-            changed = true;
-        }
-        ++it;
-    }
-    if (!seen) {
+    auto named = [&](const JsonValue& item) {
+        return item.text().compare(0, prefix.size(), prefix) == 0;
+    };
+    auto first = std::find_if(items.begin(), items.end(), named);
+    if (first == items.end()) {
         items.push_back(JsonValue::make_string(wanted));
+        return true;
+    }
+    bool changed = false;
+    if (first->text() != wanted) {
+        *first = JsonValue::make_string(wanted);
         changed = true;
     }
+    auto copies = std::remove_if(first + 1, items.end(), named);
+    changed |= copies != items.end();
+    items.erase(copies, items.end());
     return changed;
 }
 
