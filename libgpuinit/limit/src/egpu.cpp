@@ -508,6 +508,10 @@ bool device_cap(const Settings& settings, uint64_t physical_total, uint64_t& cap
     return true;
 }
 
+bool is_gpu_uuid(const char* text, size_t length) {
+    return starts_with_nocase(text, length, "GPU-") && is_gpu_uuid_body(text + 4, length - 4);
+}
+
 bool parse_pci_address(const char* text, size_t length, PciAddress& address) {
     // Two or three ':'-separated hex fields before ".function".
     size_t colons = 0;

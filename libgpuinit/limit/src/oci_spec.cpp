@@ -3,6 +3,7 @@
 #include "gpuinit/limit/oci_spec.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/limit/egpu.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -319,6 +320,12 @@ constexpr const char* kUseWholeGpus =
     "MIG instances are memory-isolated by the GPU already: run without AMP_VGPU_ENABLE there, or "
     "give the container whole GPUs";
 
+// libgpulimit.so refuses a longer GPU_LIMIT_DEVICES.
+std::string too_many(const std::string& where) {
+    return where + " names more than " + std::to_string(limit::kMaxListedDevices) +
+           " GPUs, more than libgpulimit.so takes; name each GPU once";
+}
+
 // One name of a GPU as NVIDIA's runtime and CDI specs take it: an index, a
 // UUID, "all"; `where` says where it came from, for the messages.
 Status choose(std::string_view name, const std::string& where, const HostGpus& host,
@@ -365,7 +372,17 @@ Status choose(std::string_view name, const std::string& where, const HostGpus& h
             return error(where + " names " + quote(name) +
                          ", which no GPU of the host has (nvidia-smi -L); name one of them");
         }
+        // Passed on as given: in the one form the library takes, and no
+        // more of them than it takes (the list is the config author's).
+        if (!limit::is_gpu_uuid(uuid.data(), uuid.size())) {
+            return error(where + " names " + quote(name) +
+                         ", which is no GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); name "
+                         "GPUs as nvidia-smi -L shows them");
+        }
         if (std::find(chosen.uuids.begin(), chosen.uuids.end(), uuid) == chosen.uuids.end()) {
+            if (chosen.uuids.size() >= static_cast<size_t>(limit::kMaxListedDevices)) {
+                return error(too_many(where));
+            }
             chosen.uuids.push_back(uuid);
         }
         return {};
@@ -477,6 +494,11 @@ Result<std::optional<std::string>> container_devices(const JsonValue& spec, cons
     }
     if (chosen.all) {
         return std::optional<std::string>("all");
+    }
+    if (static_cast<size_t>(std::count(chosen.gpus.begin(), chosen.gpus.end(), true)) +
+            chosen.uuids.size() >
+        static_cast<size_t>(limit::kMaxListedDevices)) {
+        return error(too_many("the spec"));
     }
     std::string list;
     for (size_t i = 0; i < host.gpus.size(); ++i) {

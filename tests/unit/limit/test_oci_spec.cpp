@@ -2,6 +2,7 @@
 // edit and what it reads (oci_spec.cpp), the host's files under the state
 // root (oci_host.cpp), and `gpu-limit oci-hook` end to end on text: a config
 // without the switch comes out byte for byte, whatever its whitespace.
+#include "gpuinit/limit/egpu.hpp"
 #include "gpuinit/limit/json_value.hpp"
 #include "gpuinit/limit/oci_host.hpp"
 #include "gpuinit/limit/oci_spec.hpp"
@@ -616,6 +617,43 @@ TEST(OciDevices, GpusWithoutAUuidGoByPciAddress) {
     EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=" + unknown}), host), unknown);
     HostGpus no_driver;
     EXPECT_EQ(devices_of(with_env({"NVIDIA_VISIBLE_DEVICES=" + unknown}), no_driver), unknown);
+}
+
+// UUIDs the host cannot confirm go through as given, so the config's author
+// decides how many: no more than the library takes (it refuses a longer
+// GPU_LIMIT_DEVICES, and the container would start with every allocation
+// refused), and never quadratic work for the root runtime shim (100,000
+// distinct UUIDs took minutes).
+TEST(OciDevices, UnconfirmedUuidsAreAtMostWhatTheLibraryTakes) {
+    auto uuids = [](int count) {
+        std::string list = "NVIDIA_VISIBLE_DEVICES=";
+        for (int i = 0; i < count; ++i) {
+            char uuid[64];
+            std::snprintf(uuid, sizeof uuid, "%sGPU-%08x-0000-0000-0000-000000000000",
+                          i == 0 ? "" : ",", static_cast<unsigned>(i));
+            list += uuid;
+        }
+        return list;
+    };
+    HostGpus no_driver;
+    // The one form the library takes.
+    EXPECT_NE(refusal(with_env({"NVIDIA_VISIBLE_DEVICES=GPU-0"}), no_driver).find("no GPU UUID"),
+              std::string::npos);
+    std::string most = devices_of(with_env({uuids(limit::kMaxListedDevices)}), no_driver);
+    EXPECT_EQ(std::count(most.begin(), most.end(), ','), limit::kMaxListedDevices - 1) << most;
+    EXPECT_NE(refusal(with_env({uuids(limit::kMaxListedDevices + 1)}), no_driver)
+                  .find("more than 64 GPUs"),
+              std::string::npos);
+    // Host GPUs and unconfirmed UUIDs count together.
+    HostGpus host = two_gpus();
+    host.gpus[1].uuid.clear();
+    EXPECT_NE(refusal(with_env({uuids(limit::kMaxListedDevices - 1) + ",0,1"}), host)
+                  .find("more than 64 GPUs"),
+              std::string::npos);
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_NE(refusal(with_env({uuids(100000)}), no_driver).find("more than 64 GPUs"),
+              std::string::npos);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(OciDevices, TheEditWritesTheHostsListAndDropsTheUsers) {

@@ -54,6 +54,10 @@ bool same_pci_address(const PciAddress& a, const PciAddress& b);
 // PCI bus order, the order nvidia-smi numbers GPUs in.
 bool pci_address_before(const PciAddress& a, const PciAddress& b);
 
+// "GPU-" (any case) and 8-4-4-4-12 hex digits, the whole of text[0,
+// length): a GPU UUID as NVML prints it, the only form a device list takes.
+bool is_gpu_uuid(const char* text, size_t length);
+
 // One entry of a device list: an index (NVIDIA_VISIBLE_DEVICES only), a GPU
 // UUID, or a PCI address (GPU_LIMIT_DEVICES only).
 struct ListedDevice {

@@ -79,7 +79,9 @@ inline constexpr unsigned kMaxGpuMinor = 253; // 254, 255: modeset and ctl
 // (the library then keeps its own rule). An index or minor the host does
 // not have, a UUID none of its GPUs has (when all have one), a MIG instance,
 // or an index with no driver list is an error: the container would start
-// with caps on the wrong GPUs or none.
+// with caps on the wrong GPUs or none. So are more than kMaxListedDevices
+// GPUs and a UUID the host cannot confirm that is not in NVML's form: the
+// library would refuse the list.
 Result<std::optional<std::string>> container_devices(const JsonValue& spec, const HostGpus& host);
 
 struct EditOptions {
