@@ -116,6 +116,49 @@ bool fdinfo_holds_lock(std::string_view fdinfo, unsigned major, unsigned minor, 
     return false;
 }
 
+bool process_holds_lock(const Sysroot& root, int32_t pid, unsigned major, unsigned minor,
+                        uint64_t ino, uint64_t offset, FdinfoBudget* budget) {
+    std::string dir = pid_path(pid, "fdinfo");
+    auto fd = root.open_dir(dir);
+    if (!fd) {
+        return false;
+    }
+    DIR* stream = ::fdopendir(fd->get());
+    if (stream == nullptr) {
+        return false;
+    }
+    fd->release(); // the stream owns it now
+    bool found = false;
+    size_t looked = 0;
+    while (!found && looked < kMaxPeerFds) {
+        errno = 0;
+        const dirent* entry = ::readdir(stream);
+        if (entry == nullptr) {
+            break;
+        }
+        std::string_view leaf = entry->d_name;
+        if (!parse_decimal(leaf)) {
+            continue;
+        }
+        ++looked;
+        size_t most = kFdinfoLimit;
+        if (budget != nullptr) {
+            if (budget->files == 0 || budget->bytes == 0) {
+                break;
+            }
+            --budget->files;
+            most = std::min(most, budget->bytes);
+        }
+        auto text = root.read_file(dir + "/" + std::string(leaf), most);
+        if (budget != nullptr) {
+            budget->bytes -= text ? text->size() : most;
+        }
+        found = text && fdinfo_holds_lock(*text, major, minor, ino, offset);
+    }
+    ::closedir(stream);
+    return found;
+}
+
 bool container_id_like(std::string_view group) {
     return group.size() >= 12 && group.size() <= 64 &&
            std::all_of(group.begin(), group.end(),
@@ -349,35 +392,7 @@ std::optional<uint64_t> start_time_of(const Sysroot& root, int32_t pid) {
 // through one of its own fds.
 bool peer_holds_lock(const Sysroot& root, int32_t pid, const DaemonCore::Group& group,
                      uint64_t offset) {
-    std::string dir = pid_path(pid, "fdinfo");
-    auto fd = root.open_dir(dir);
-    if (!fd) {
-        return false;
-    }
-    DIR* stream = ::fdopendir(fd->get());
-    if (stream == nullptr) {
-        return false;
-    }
-    fd->release(); // the stream owns it now
-    bool found = false;
-    size_t looked = 0;
-    while (!found && looked < kMaxPeerFds) {
-        errno = 0;
-        const dirent* entry = ::readdir(stream);
-        if (entry == nullptr) {
-            break;
-        }
-        std::string_view leaf = entry->d_name;
-        if (!parse_decimal(leaf)) {
-            continue;
-        }
-        ++looked;
-        auto text = root.read_file(dir + "/" + std::string(leaf), kFdinfoLimit);
-        found =
-            text && fdinfo_holds_lock(*text, group.dev_major, group.dev_minor, group.ino, offset);
-    }
-    ::closedir(stream);
-    return found;
+    return process_holds_lock(root, pid, group.dev_major, group.dev_minor, group.ino, offset);
 }
 
 } // namespace

@@ -1106,6 +1106,18 @@ bool GroupState::slot_pids(int slot, int32_t& pid, int32_t& host_pid) const {
     return true;
 }
 
+bool GroupState::slot_lock_place(int slot, uint64_t& device, uint64_t& inode,
+                                 uint64_t& offset) const {
+    struct stat status {};
+    if (file_ == nullptr || slot < 0 || slot >= kMaxSlots || fstat_fd(fd_, status) != 0) {
+        return false;
+    }
+    device = status.st_dev;
+    inode = status.st_ino;
+    offset = static_cast<uint64_t>(slot_lock_offset(slot));
+    return true;
+}
+
 int GroupState::device_count() const {
     if (file_ == nullptr) {
         return 0;

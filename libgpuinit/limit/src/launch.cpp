@@ -3,6 +3,7 @@
 #include "gpuinit/limit/launch.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/limit/daemon.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <memory>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 namespace gpuinit::limit {
@@ -326,7 +328,27 @@ bool valid_group_name(const std::string& name) {
     });
 }
 
-Result<GroupReport> read_group(const std::string& state_dir, const std::string& name) {
+// Where status checks host pids: this process's /proc (status runs on the
+// host), and how much of it one run reads (about a second at most).
+struct HostPidCheck {
+    const Sysroot* proc = nullptr;
+    FdinfoBudget budget{65536, 64u << 20};
+};
+
+// The host pid in a slot is the daemon's word, but it sits in the group's
+// state file, which the group's processes write: believe it only while that
+// process holds the slot's lock, as the daemon checked before writing it.
+bool holds_slot(HostPidCheck& check, const GroupState& state, int slot, int32_t pid) {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+    uint64_t offset = 0;
+    return check.proc != nullptr && pid > 0 && state.slot_lock_place(slot, device, inode, offset) &&
+           process_holds_lock(*check.proc, pid, ::major(device), ::minor(device), inode, offset,
+                              &check.budget);
+}
+
+Result<GroupReport> read_group(const std::string& state_dir, const std::string& name,
+                               HostPidCheck& check) {
     GroupReport report;
     report.name = name;
     report.path = state_dir + "/" + name + "/state";
@@ -363,7 +385,8 @@ Result<GroupReport> read_group(const std::string& state_dir, const std::string& 
         }
         process.slot = slot;
         int32_t pid = 0;
-        if (!state->slot_pids(slot, pid, process.host_pid) || pid != process.pid) {
+        if (!process.alive || !state->slot_pids(slot, pid, process.host_pid) ||
+            pid != process.pid || !holds_slot(check, *state, slot, process.host_pid)) {
             process.host_pid = 0;
         }
         process.comm.assign(comm, strnlen(comm, sizeof comm));
@@ -427,8 +450,11 @@ Result<StatusReport> read_status(const std::string& state_dir,
         }
         std::sort(names.begin(), names.end());
     }
+    auto proc = Sysroot::open("/");
+    HostPidCheck check;
+    check.proc = proc ? &*proc : nullptr;
     for (const std::string& name : names) {
-        auto read = read_group(state_dir, name);
+        auto read = read_group(state_dir, name, check);
         if (!read) {
             if (group) {
                 return read.error();

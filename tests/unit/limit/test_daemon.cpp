@@ -347,6 +347,30 @@ TEST(DaemonHelpers, FdinfoLockLines) {
     EXPECT_FALSE(fdinfo_holds_lock("lock: OFDLCK WRITE", 0xfe, 0, 5, 10));
 }
 
+// gpu-limit status checks pids a state file names, which the group writes:
+// what it reads over all of them is bounded, not only per pid.
+TEST(DaemonHelpers, ProcessHoldsLockWithinABudget) {
+    TempDir tmp;
+    for (int fd = 0; fd < 3; ++fd) {
+        write_file(tmp / ("proc/42/fdinfo/" + std::to_string(fd)), "pos:\t0\nflags:\t02\n");
+    }
+    write_file(tmp / "proc/42/fdinfo/9",
+               "pos:\t0\nlock:\t1: OFDLCK ADVISORY  WRITE -1 fe:01:77 1000 1000\n");
+    auto root = Sysroot::open(tmp.path());
+    ASSERT_TRUE(root.ok());
+    EXPECT_TRUE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1000));
+    EXPECT_FALSE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1001));
+    EXPECT_FALSE(process_holds_lock(*root, 43, 0xfe, 1, 77, 1000)); // no such process
+    FdinfoBudget enough{4, 1u << 20};
+    EXPECT_TRUE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1000, &enough));
+    FdinfoBudget spent{4, 1u << 20};
+    EXPECT_FALSE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1001, &spent));
+    EXPECT_EQ(spent.files, 0u); // each of the four files once
+    EXPECT_FALSE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1000, &spent));
+    FdinfoBudget few_bytes{4, 30}; // the lock line's file is longer
+    EXPECT_FALSE(process_holds_lock(*root, 42, 0xfe, 1, 77, 1000, &few_bytes));
+}
+
 TEST(DaemonHelpers, CgroupWholeWordMatch) {
     std::string id = kContainer;
     EXPECT_TRUE(cgroup_names_group("0::/system.slice/docker-" + id + ".scope\n", id));

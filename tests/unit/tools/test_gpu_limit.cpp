@@ -10,8 +10,10 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -420,6 +422,59 @@ TEST(GpuLimitTool, StatusShowsGroupsDevicesAndProcesses) {
     ::mkdir((state.path + "/broken").c_str(), 0700);
     EXPECT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 2) << output;
     EXPECT_NE(output.find("group job-7"), std::string::npos) << output;
+    group.close();
+}
+
+// The live slot of this process in the group's state file, mapped as the
+// group's processes map it: writable, every field of it.
+limit::SlotRecord* own_slot(const std::string& state_file, limit::StateFile*& file) {
+    int fd = ::open(state_file.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return nullptr;
+    }
+    void* mapped =
+        ::mmap(nullptr, sizeof(limit::StateFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (mapped == MAP_FAILED) {
+        return nullptr;
+    }
+    file = static_cast<limit::StateFile*>(mapped);
+    for (limit::SlotRecord& slot : file->slots) {
+        if (slot.state.load() == 1 && slot.pid.load() == ::getpid()) {
+            return &slot;
+        }
+    }
+    return nullptr;
+}
+
+// host_pid sits in the group's state file, which the group's processes
+// write: a container could name any host process there, for an admin (or a
+// script reading --json) to kill. Status shows it only while that process
+// holds the slot's lock, as the daemon checked before writing it.
+TEST(GpuLimitTool, StatusShowsOnlyAHostPidThatHoldsTheSlot) {
+    StateDir state;
+    limit::GroupState group;
+    limit::Problem problem;
+    ASSERT_TRUE(group.open(state.path.c_str(), "ctr", problem)) << problem.text;
+    ASSERT_TRUE(group.register_process(problem)) << problem.text;
+    limit::StateFile* file = nullptr;
+    limit::SlotRecord* slot = own_slot(state.path + "/ctr/state", file);
+    ASSERT_NE(slot, nullptr);
+
+    const int forged = static_cast<int>(::getppid()); // alive, holds no lock of the group
+    slot->host_pid.store(forged);
+    std::string output;
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path, "--json"}, &output), 0) << output;
+    EXPECT_NE(output.find("\"host_pid\":0,"), std::string::npos) << output;
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 0) << output;
+    EXPECT_EQ(output.find(format("host pid %d", forged)), std::string::npos) << output;
+
+    slot->host_pid.store(static_cast<int>(::getpid())); // the holder itself
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path, "--json"}, &output), 0) << output;
+    EXPECT_NE(output.find(format("\"host_pid\":%d,", static_cast<int>(::getpid()))),
+              std::string::npos)
+        << output;
+    ::munmap(file, sizeof(limit::StateFile));
     group.close();
 }
 

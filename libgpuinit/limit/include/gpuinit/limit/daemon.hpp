@@ -283,6 +283,19 @@ std::optional<uint64_t> parse_start_time(std::string_view stat);
 // covering `offset`.
 bool fdinfo_holds_lock(std::string_view fdinfo, unsigned major, unsigned minor, uint64_t ino,
                        uint64_t offset);
+// What a caller lets process_holds_lock read over all its calls: the pids
+// come from a state file, and a group could name a process with thousands
+// of fds in each of its 1024 slots.
+struct FdinfoBudget {
+    size_t files = 0;
+    size_t bytes = 0;
+};
+// Whether process `pid` (a pid of `root`'s /proc) holds that lock through
+// one of its own fds: /proc/<pid>/fdinfo, at most 16384 of them, and no
+// more than `budget` when given (false once it is spent). Also what
+// `gpu-limit status` checks before it shows the host pid a state file names.
+bool process_holds_lock(const Sysroot& root, int32_t pid, unsigned major, unsigned minor,
+                        uint64_t ino, uint64_t offset, FdinfoBudget* budget = nullptr);
 // Whether a /proc/<pid>/cgroup text names `group` as a whole word of a path.
 bool cgroup_names_group(std::string_view cgroup, std::string_view group);
 // Whether cgroup matching applies to the group name (12..64 hex digits).

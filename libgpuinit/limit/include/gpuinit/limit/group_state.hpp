@@ -222,6 +222,9 @@ class GroupState {
     // lock: cheap enough to call every period). host_pid is 0 until the
     // daemon learned it.
     bool slot_pids(int slot, int32_t& pid, int32_t& host_pid) const;
+    // The open state file (st_dev, st_ino) and the offset of slot i's lock
+    // byte in it: which process holds that lock is in /proc/<pid>/fdinfo.
+    bool slot_lock_place(int slot, uint64_t& device, uint64_t& inode, uint64_t& offset) const;
 
     // Admission: adds `bytes` to the device's group total if the total stays
     // at or under the cap, else OverCap (after one reclaim of dead slots).

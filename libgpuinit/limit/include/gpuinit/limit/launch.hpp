@@ -76,8 +76,11 @@ Result<std::string> effective_state_dir(const std::optional<std::string>& given,
 
 struct ProcessUsage {
     int slot = 0;
-    int32_t pid = 0;      // in the process's own pid namespace
-    int32_t host_pid = 0; // as the host daemon verified it (SO_PEERCRED); 0: not registered
+    int32_t pid = 0; // in the process's own pid namespace
+    // As the host daemon verified it (SO_PEERCRED) and only while that process
+    // holds the slot (checked in /proc: a group can write its state file);
+    // 0: not registered, or not shown.
+    int32_t host_pid = 0;
     std::string comm;
     bool alive = false;
     std::vector<uint64_t> charged; // per device of the group, bytes
