@@ -44,6 +44,8 @@ std::string finished(JsonWriter& json, const Diagnostics& diagnostics) {
     return json.str() + "\n";
 }
 
+// The UUID and a slot's comm are as the group's processes wrote them (the
+// state file is theirs): the text report shows them through printable().
 std::string uuid_of(const limit::DeviceUsage& device) {
     return std::string(device.uuid, strnlen(device.uuid, sizeof device.uuid));
 }
@@ -156,11 +158,11 @@ Rendered render_status_text(const limit::StatusReport& report, const Diagnostics
         }
         for (size_t d = 0; d < group.devices.size(); ++d) {
             const limit::DeviceUsage& device = group.devices[d];
-            rendered.out +=
-                format("  %-3zu %-40s %12s %12s %12s %12s %8llu\n", d, uuid_of(device).c_str(),
-                       human_bytes(device.cap).c_str(), human_bytes(device.used).c_str(),
-                       human_bytes(device.peak).c_str(), human_bytes(device.physical_total).c_str(),
-                       static_cast<unsigned long long>(device.refusals));
+            rendered.out += format(
+                "  %-3zu %-40s %12s %12s %12s %12s %8llu\n", d, printable(uuid_of(device)).c_str(),
+                human_bytes(device.cap).c_str(), human_bytes(device.used).c_str(),
+                human_bytes(device.peak).c_str(), human_bytes(device.physical_total).c_str(),
+                static_cast<unsigned long long>(device.refusals));
             if (device.external_bytes != 0) {
                 rendered.out += format("      of which %s measured by the host daemon outside "
                                        "the interposer's books\n",
@@ -191,10 +193,10 @@ Rendered render_status_text(const limit::StatusReport& report, const Diagnostics
             if (process.host_pid != 0 && process.host_pid != process.pid) {
                 host = format(" (host pid %d)", static_cast<int>(process.host_pid));
             }
-            rendered.out +=
-                format("  pid %-8d %-16s%s%s%s\n", static_cast<int>(process.pid),
-                       process.comm.c_str(), host.c_str(), process.alive ? "" : " (dead)",
-                       usage.empty() ? " nothing allocated" : usage.c_str());
+            rendered.out += format("  pid %-8d %-16s%s%s%s\n", static_cast<int>(process.pid),
+                                   printable(process.comm).c_str(), host.c_str(),
+                                   process.alive ? "" : " (dead)",
+                                   usage.empty() ? " nothing allocated" : usage.c_str());
         }
     }
     return rendered;

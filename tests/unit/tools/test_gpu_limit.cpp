@@ -10,6 +10,7 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -474,6 +475,42 @@ TEST(GpuLimitTool, StatusShowsOnlyAHostPidThatHoldsTheSlot) {
     EXPECT_NE(output.find(format("\"host_pid\":%d,", static_cast<int>(::getpid()))),
               std::string::npos)
         << output;
+    ::munmap(file, sizeof(limit::StateFile));
+    group.close();
+}
+
+// A slot's comm and a device's UUID are the group's processes' to write:
+// status, run by an admin over every container's group, shows each on the
+// line it belongs to (the output layer escapes control bytes line by line,
+// so a newline in a value would start a line of the group's making).
+TEST(GpuLimitTool, StatusShowsWhatAGroupWroteOnItsOwnLine) {
+    StateDir state;
+    limit::GroupState group;
+    limit::Problem problem;
+    ASSERT_TRUE(group.open(state.path.c_str(), "ctr", problem)) << problem.text;
+    ASSERT_TRUE(group.register_process(problem)) << problem.text;
+    ASSERT_GE(group.attach_device("GPU-28df3c1e-6b3e-4c5b-9a8f-0123456789ab", 1ULL << 30,
+                                  80ULL << 30, problem),
+              0)
+        << problem.text;
+    limit::StateFile* file = nullptr;
+    limit::SlotRecord* slot = own_slot(state.path + "/ctr/state", file);
+    ASSERT_NE(slot, nullptr);
+    std::memcpy(slot->comm, "x\n  pid 1 fake", 15);
+    std::memcpy(file->header.devices[0].uuid, "GPU-\ngroup evil", 16);
+    std::string output;
+    ASSERT_EQ(gpu_limit({"status", "--state-dir", state.path}, &output), 0) << output;
+    std::vector<std::string> lines = lines_of(output);
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const std::string& line) { return line.starts_with("  pid "); }),
+              1)
+        << output;
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const std::string& line) { return line.starts_with("group "); }),
+              1)
+        << output;
+    EXPECT_NE(output.find("x\\n  pid 1 fake"), std::string::npos) << output;
+    EXPECT_NE(output.find("GPU-\\ngroup evil"), std::string::npos) << output;
     ::munmap(file, sizeof(limit::StateFile));
     group.close();
 }
