@@ -427,7 +427,10 @@ Result<std::optional<std::string>> container_devices(const JsonValue& spec, cons
                 const JsonValue* type = device.is_object() ? device.find("type") : nullptr;
                 auto major = device.is_object() ? as_u32(device.find("major")) : std::nullopt;
                 auto minor = device.is_object() ? as_u32(device.find("minor")) : std::nullopt;
-                if (type == nullptr || !type->is_string() || type->text() != "c" || !major ||
+                // "u" (unbuffered) is a character node to runc as "c" is
+                // (libcontainer/specconv/spec_linux.go, stringToDeviceRune).
+                if (type == nullptr || !type->is_string() ||
+                    (type->text() != "c" && type->text() != "u") || !major ||
                     *major != kNvidiaMajor || !minor || *minor > kMaxGpuMinor) {
                     continue;
                 }

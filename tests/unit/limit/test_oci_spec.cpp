@@ -580,6 +580,18 @@ TEST(OciDevices, InjectedNodesAndCdiRequestsCount) {
               "<unset>");
 }
 
+// runc makes a node of type "u" (unbuffered) a character device as "c"
+// (libcontainer/specconv/spec_linux.go, stringToDeviceRune): a GPU node
+// either way. Left out, that GPU would be missing from the list.
+TEST(OciDevices, UnbufferedNodesAreCharacterNodes) {
+    EXPECT_EQ(devices_of(with_env({}, ",\"linux\":{\"devices\":[{\"path\":\"/dev/nvidia1\","
+                                      "\"type\":\"u\",\"major\":195,\"minor\":1}]}")),
+              kHostUuid0);
+    EXPECT_EQ(devices_of(with_env({}, ",\"linux\":{\"devices\":[{\"path\":\"/dev/sda\","
+                                      "\"type\":\"b\",\"major\":195,\"minor\":1}]}")),
+              "<unset>");
+}
+
 // A name the host cannot place stops the container: started anyway, it would
 // run with caps on the wrong GPU or with every allocation refused.
 TEST(OciDevices, WhatTheHostCannotPlaceIsRefused) {

@@ -65,10 +65,10 @@ inline constexpr unsigned kMaxGpuMinor = 253; // 254, 255: modeset and ctl
 
 // Which GPUs the host gives the container, decided before it starts, as
 // GPU_LIMIT_DEVICES says it to the library: the union of
-//   - the GPU nodes in linux.devices (char 195:minor, 0..253), which a CDI
-//     injector (podman's --device nvidia.com/gpu=N, NVIDIA's jit-cdi
-//     runtime) has put there, and which NVIDIA's CDI specs pair with
-//     NVIDIA_VISIBLE_DEVICES=void;
+//   - the GPU nodes in linux.devices (char, type "c" or "u", 195:minor,
+//     0..253), which a CDI injector (podman's --device nvidia.com/gpu=N,
+//     NVIDIA's jit-cdi runtime) has put there, and which NVIDIA's CDI specs
+//     pair with NVIDIA_VISIBLE_DEVICES=void;
 //   - CDI requests in annotations (cdi.k8s.io/<anything>:
 //     "nvidia.com/gpu=N,..."), for a CDI-aware runtime after us;
 //   - NVIDIA_VISIBLE_DEVICES, its last entry as NVIDIA's runtime reads it
