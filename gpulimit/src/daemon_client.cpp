@@ -155,8 +155,8 @@ const char* daemon_socket_path(const char* variable_value) {
 }
 
 bool register_with_daemon(const char* group, int slot) {
-    return register_with_daemon_at(daemon_socket_path(getenv(kDaemonSocketVariable)), group, slot,
-                                   nullptr, 0);
+    return register_with_daemon_at(daemon_socket_path(secure_getenv(kDaemonSocketVariable)), group,
+                                   slot, nullptr, 0);
 }
 
 } // namespace gpulimit

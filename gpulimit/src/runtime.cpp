@@ -42,7 +42,7 @@ uint64_t now_ns() {
 }
 
 const char* env_lookup(const char* name, void* /*context*/) {
-    return getenv(name);
+    return secure_getenv(name);
 }
 
 void say_problem(const limit::Problem& problem) {
@@ -66,7 +66,7 @@ void register_with_host_daemon(const Runtime& runtime) {
     char reason[128] = {};
     // GPU_LIMIT_DAEMON_SOCKET: a daemon elsewhere than /run/gpu-limit (tests,
     // a second instance).
-    const char* socket_path = daemon_socket_path(getenv(kDaemonSocketVariable));
+    const char* socket_path = daemon_socket_path(secure_getenv(kDaemonSocketVariable));
     if (!register_with_daemon_at(socket_path, runtime.settings.group, runtime.state.own_slot(),
                                  reason, sizeof(reason))) {
         limit::Problem problem;
@@ -177,7 +177,7 @@ bool discover_device(Runtime& runtime, int ordinal, limit::Problem& problem) {
 bool read_host_gpus(limit::PciAddress (&host)[limit::kMaxListedDevices], int& count) {
     count = 0;
     char path[limit::kPathSize];
-    const char* root = getenv("GPU_LIMIT_ROOT");
+    const char* root = secure_getenv("GPU_LIMIT_ROOT");
     if (root == nullptr || root[0] != '/') {
         root = "";
     }
@@ -272,8 +272,8 @@ bool set_up(Runtime& runtime, limit::Problem& problem) {
     char state_dir[limit::kPathSize];
     if (runtime.settings.state_dir[0] != '\0') {
         snprintf(state_dir, sizeof(state_dir), "%s", runtime.settings.state_dir);
-    } else if (!limit::default_state_dir(static_cast<uint32_t>(getuid()), getenv("XDG_RUNTIME_DIR"),
-                                         state_dir, problem)) {
+    } else if (!limit::default_state_dir(static_cast<uint32_t>(getuid()),
+                                         secure_getenv("XDG_RUNTIME_DIR"), state_dir, problem)) {
         return false;
     }
     if (!runtime.state.open(state_dir, runtime.settings.group, problem) ||

@@ -8,9 +8,13 @@ namespace gpulimit::detail {
 constinit std::atomic<int> g_switch{kSwitchUnread};
 
 // Racing first callers read the same environment and store the same value.
-// getenv only walks environ: no lock, no allocation, fine before main.
+// secure_getenv only walks environ: no lock, no allocation, fine before main.
+// A setuid or setgid program (AT_SECURE) reads nothing and is not limited:
+// /etc/ld.so.preload loads the library into it too, and its environment is
+// its caller's, which must not choose the script it runs as another user
+// (ALIYUN_COM_GPU_OOM_SCRIPT) or the files it writes.
 int read_switch() {
-    const char* value = std::getenv(kSwitchVariable);
+    const char* value = secure_getenv(kSwitchVariable);
     const int state = value != nullptr && std::strcmp(value, "1") == 0 ? kSwitchOn : kSwitchOff;
     g_switch.store(state, std::memory_order_relaxed);
     return state;
