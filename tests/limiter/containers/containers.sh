@@ -22,6 +22,8 @@
 # root, no busybox-static, or a runtime that cannot start even a trivial
 # container here (said on stderr, with the runtime's own error).
 set -euo pipefail
+# shellcheck source=tests/limiter/containers/common.sh
+. "$(dirname "$0")/common.sh"
 runtime=$1 tool=$2 library=$3 standin=$4 probe=$5
 
 fail() { echo "containers[$runtime]: FAIL: $*" >&2; exit 1; }
@@ -56,16 +58,6 @@ state=$work/state # the state root: the same path inside the containers
 ids=()
 dockerd_pid=
 docker() { DOCKER_HOST=unix://$work/docker.sock "$docker_client" "$@"; }
-# Stops a process of ours by pid: TERM, then KILL after SECONDS.
-stop_pid() { # PID SECONDS
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq $(($2 * 10))); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-}
 cleanup() {
   for id in "${ids[@]}"; do
     case $runtime in
@@ -74,18 +66,8 @@ cleanup() {
       *) real_runtime delete -f "$id" >/dev/null 2>&1 || true ;;
     esac
   done
-  if [[ -n $dockerd_pid ]]; then
-    local containerd_pid
-    containerd_pid=$(cat "$work/exec/containerd/containerd.pid" 2>/dev/null || true)
-    stop_pid "$dockerd_pid" 20
-    # dockerd stops the containerd it started; after a KILL it could not.
-    [[ -z $containerd_pid ]] || stop_pid "$containerd_pid" 10
-  fi
-  # Whatever dockerd or a runtime left mounted under $work (overlays, shm,
-  # network namespaces), innermost first, so rm never reaches through a
-  # bind into the host.
-  grep -F " $work/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
-    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done || true
+  [[ -z $dockerd_pid ]] || stop_dockerd "$work"
+  unmount_below "$work"
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
@@ -100,12 +82,7 @@ for applet in sh cat ls touch env grep md5sum echo true; do
 done
 cp "$probe" "$rootfs/bin/cudart_probe"
 cp "$standin"/libcuda.so.1 "$standin"/libnvidia-ml.so.1 "$rootfs/standin/"
-for object in "$probe" "$library" "$standin"/libcuda.so.1 "$standin"/libnvidia-ml.so.1; do
-  ldd "$object" | grep -oE '/[^ ]+' | while read -r lib; do
-    mkdir -p "$rootfs$(dirname "$lib")"
-    cp -L "$lib" "$rootfs$lib"
-  done
-done
+copy_libraries "$rootfs" "$probe" "$library" "$standin"/libcuda.so.1 "$standin"/libnvidia-ml.so.1
 
 # The runtime's global options, before its command, as containerd gives
 # them; the shim's own options come first (daemon.json's runtimeArgs).
@@ -182,15 +159,7 @@ run_podman() {
 }
 if [[ $runtime == podman ]]; then
   hooks=$work/hooks.d
-  mkdir -p "$hooks"
-  cat >"$work/no-rlimits.sh" <<'SH'
-#!/bin/sh
-exec python3 -c 'import json,sys; d=json.load(sys.stdin); d["process"].pop("rlimits",None); print(json.dumps(d))'
-SH
-  chmod 755 "$work/no-rlimits.sh"
-  cat >"$hooks/00-no-rlimits.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$work/no-rlimits.sh"},"when":{"always":true},"stages":["precreate"]}
-JSON
+  no_rlimits_hook "$hooks"
   cat >"$hooks/10-gpu-limit.json" <<JSON
 {"version":"1.0.0","hook":{"path":"$tool","args":["gpu-limit","oci-hook","--library","$library","--state-root","$state","precreate"]},"when":{"always":true},"stages":["precreate"]}
 JSON
@@ -199,13 +168,10 @@ JSON
 JSON
 fi
 
-# docker: a dockerd of our own (its own data, exec root, socket; no bridge,
-# no iptables: the host's network is left alone), its containerd started by
+# docker: a dockerd of our own (start_dockerd), its containerd started by
 # it, the rootfs imported as an image (no registry here), and the shim
 # registered as in oci/docker-daemon.json, through a logger that records the
 # shim's argv and, on create, config.json before and after.
-# (dockerd 20.10 still writes its trust key /etc/docker/key.json, no option
-# moves it, and makes /run/docker/plugins: the package's own daemon does too.)
 if [[ $runtime == docker ]]; then
   cat >"$work/logger" <<SH
 #!/bin/sh
@@ -226,23 +192,13 @@ cp "\$bundle/config.json" "$work/configs/\$id.after"
 exit \$code
 SH
   chmod 755 "$work/logger"
-  mkdir -p "$work/configs" "$work/data" "$work/exec"
+  mkdir -p "$work/configs"
   # Docker runs runtimeArgs through `sh -c "PATH ARGS $@"`: no spaces in them.
   cat >"$work/daemon.json" <<JSON
 {"runtimes": {"gpu-limit": {"path": "$work/logger", "runtimeArgs": ["runtime",
  "--runtime-path", "$(command -v runc)", "--library", "$library", "--state-root", "$state"]}}}
 JSON
-  "$runtime_path" --config-file "$work/daemon.json" --data-root "$work/data" \
-    --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "unix://$work/docker.sock" \
-    --bridge=none --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
-    --userland-proxy=false >"$work/dockerd.log" 2>&1 </dev/null &
-  dockerd_pid=$!
-  for _ in $(seq 300); do
-    docker version >/dev/null 2>&1 && break
-    kill -0 "$dockerd_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  docker version >/dev/null 2>&1 ||
+  start_dockerd "$work" "$runtime_path" "$docker_client" ||
     skip "dockerd cannot start here: $(tail -5 "$work/dockerd.log")"
   tar -C "$rootfs" -c . | docker import - gpu-limit-test:busybox >/dev/null ||
     fail "docker import of the rootfs"

@@ -31,6 +31,8 @@
 #
 # Exit 77 (ctest: skipped) when this host cannot run containers at all.
 set -euo pipefail
+# shellcheck source=tests/limiter/containers/common.sh
+. "$(dirname "$0")/common.sh"
 case_name=$1
 # Absolute, and not through symlinks (gpu-limit-runtime is one: its name is
 # what matters): the runtimes run in the bundle's directory.
@@ -62,17 +64,8 @@ work=$(mktemp -d /tmp/gpu-limit-seed.XXXXXX)
 chmod 755 "$work"
 state=$work/state
 host=$work/host
-daemon_pid=
+dockerd_pid='' containerd_pid='' created_run_cdi=''
 containers=()
-stop_pid() { # PID SECONDS
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq $(($2 * 10))); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-}
 docker() { DOCKER_HOST=unix://$work/docker.sock command docker "$@"; }
 ctr() { command ctr --address "$work/containerd.sock" --namespace gpu-limit-test "$@"; }
 cleanup() {
@@ -84,15 +77,11 @@ cleanup() {
         ctr container delete "$id" >/dev/null 2>&1 || true ;;
     esac
   done
-  if [[ -n $daemon_pid ]]; then
-    local inner
-    inner=$(cat "$work/exec/containerd/containerd.pid" 2>/dev/null || true)
-    stop_pid "$daemon_pid" 20
-    [[ -z $inner ]] || stop_pid "$inner" 10
-  fi
-  grep -F " $work/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
-    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done || true
+  [[ -z $dockerd_pid ]] || stop_dockerd "$work"
+  [[ -z $containerd_pid ]] || stop_pid "$containerd_pid" 20
+  unmount_below "$work"
   rm -rf --one-file-system "$work"
+  [[ -z $created_run_cdi ]] || rmdir /run/cdi 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -135,13 +124,8 @@ done
 cp "$probe" "$rootfs/bin/cudart_probe"
 cp "$load" "$rootfs/bin/compute_load"
 cp "$standin"/libcuda.so.1 "$standin"/libnvidia-ml.so.1 "$rootfs/standin/"
-for object in "$probe" "$load" "$library" "$standin"/libcuda.so.1 "$standin"/libnvidia-ml.so.1; do
-  ldd "$object" | grep -oE '/[^ ]+' | while read -r lib; do
-    [[ -e $lib ]] || continue
-    mkdir -p "$rootfs$(dirname "$lib")"
-    cp -L "$lib" "$rootfs$lib"
-  done
-done
+copy_libraries "$rootfs" "$probe" "$load" "$library" "$standin"/libcuda.so.1 \
+  "$standin"/libnvidia-ml.so.1
 cat >"$rootfs/bin/check" <<'SH'
 #!/bin/sh
 echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"
@@ -213,22 +197,12 @@ done
 exec "$work/bin/nvidia-container-runtime" "\$@"
 SH
   chmod 755 "$work/bin/logger" "$work/bin/recorder"
-  mkdir -p "$work/configs" "$work/data" "$work/exec"
+  mkdir -p "$work/configs"
   cat >"$work/daemon.json" <<JSON
 {"runtimes": {"nvidia": {"path": "$work/bin/logger", "runtimeArgs": [
   "--host-root", "$host", "--library", "$library", "--state-root", "$state"]}}}
 JSON
-  dockerd --config-file "$work/daemon.json" --data-root "$work/data" \
-    --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "unix://$work/docker.sock" \
-    --bridge=none --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
-    --userland-proxy=false >"$work/dockerd.log" 2>&1 </dev/null &
-  daemon_pid=$!
-  for _ in $(seq 300); do
-    docker version >/dev/null 2>&1 && break
-    kill -0 "$daemon_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  docker version >/dev/null 2>&1 || skip "dockerd cannot start here: $(tail -5 "$work/dockerd.log")"
+  start_dockerd "$work" || skip "dockerd cannot start here: $(tail -5 "$work/dockerd.log")"
   changes=(--change 'CMD ["/bin/check"]')
   for variable in "${image_env[@]}"; do changes+=(--change "ENV $variable"); done
   tar -C "$rootfs" -c . | docker import "${changes[@]}" - image_name >/dev/null ||
@@ -292,29 +266,11 @@ PY
   note "the host daemon registered the container's process (host pid $host_pid) in its own group"
   ;;
 podman-cdi)
-  # podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only (its
-  # containers.conf has no cdi_spec_dirs): the spec goes into a tmpfs on
-  # /var/run/cdi in a mount namespace of podman's own, so the host's
-  # directory is neither read nor written.
+  # The spec goes into a tmpfs on /var/run/cdi of podman's own (with_cdi_spec).
   "$work/bin/nvidia-ctk" cdi generate --dev-root "$host" --output "$work/nvidia.json" ||
     fail "the stand-in nvidia-ctk cdi generate"
-  created_run_cdi=
-  if [[ ! -d /run/cdi ]]; then
-    mkdir /run/cdi
-    created_run_cdi=yes
-  fi
-  trap '[[ -z $created_run_cdi ]] || rmdir /run/cdi 2>/dev/null || true; cleanup' EXIT
-  mkdir -p "$work/hooks.d"
-  # Some sandboxes refuse to set rlimits even to their own values: a hook
-  # drops them (containers.sh does the same).
-  cat >"$work/no-rlimits.sh" <<'SH'
-#!/bin/sh
-exec python3 -c 'import json,sys; d=json.load(sys.stdin); d["process"].pop("rlimits",None); print(json.dumps(d))'
-SH
-  chmod 755 "$work/no-rlimits.sh"
-  cat >"$work/hooks.d/00-no-rlimits.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$work/no-rlimits.sh"},"when":{"always":true},"stages":["precreate"]}
-JSON
+  ensure_run_cdi
+  no_rlimits_hook "$work/hooks.d"
   # The hook is gpu-limit oci-hook: the same binary as the runtime link.
   gpu_limit=$(dirname "$runtime_link")/gpu-limit
   cat >"$work/hooks.d/10-gpu-limit.json" <<JSON
@@ -323,10 +279,7 @@ JSON
   env_args=()
   for variable in "${image_env[@]}" NVIDIA_DRIVER_CAPABILITIES=all AMP_VGPU_ENABLE=1 \
     GPU_MEM_PER_DEVICE=2000000000 GPU_UTIL_PER_DEVICE=50; do env_args+=(-e "$variable"); done
-  unshare --mount --propagation private -- sh -c \
-    'mount -t tmpfs tmpfs /var/run/cdi && cp "$1" /var/run/cdi/nvidia.json && shift && exec "$@"' \
-    cdi "$work/nvidia.json" \
-    podman --runtime runc --hooks-dir "$work/hooks.d" run --rm --device nvidia.com/gpu=1 \
+  with_cdi_spec "$work/nvidia.json" podman --runtime runc --hooks-dir "$work/hooks.d" run --rm --device nvidia.com/gpu=1 \
     "${env_args[@]}" --rootfs "$rootfs" /bin/check >"$work/seed.out" 2>"$work/seed.err" ||
     fail "podman --device nvidia.com/gpu=1: $(cat "$work/seed.err" "$work/seed.out")"
   check_output "$work/seed.out"
@@ -345,13 +298,8 @@ TOML
   GPU_LIMIT_RUNTIME=$work/bin/nvidia-container-runtime GPU_LIMIT_HOST_ROOT=$host \
     GPU_LIMIT_LIBRARY=$library GPU_LIMIT_STATE_ROOT=$state \
     containerd --config "$work/containerd.toml" >"$work/containerd.log" 2>&1 </dev/null &
-  daemon_pid=$!
-  for _ in $(seq 300); do
-    ctr version >/dev/null 2>&1 && break
-    kill -0 "$daemon_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  ctr version >/dev/null 2>&1 || skip "containerd cannot start here: $(tail -5 "$work/containerd.log")"
+  containerd_pid=$!
+  wait_ready "$containerd_pid" ctr version || skip "containerd cannot start here: $(tail -5 "$work/containerd.log")"
   env_args=()
   for variable in "${image_env[@]}" "${seed_env[@]}"; do env_args+=(--env "$variable"); done
   id=gl-seed-$$

@@ -22,6 +22,8 @@
 # Exit 77 (skipped) when not root, without runc, python3 or busybox-static.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/limiter/containers/common.sh
+. "$here/common.sh"
 standin=${1:-$here/standin-nvidia-container-runtime}
 
 fail() { echo "standin-runtime: FAIL: $*" >&2; exit 1; }
@@ -51,8 +53,7 @@ cleanup() {
     "$runc" --root "$work/runtime-root" delete -f "$id" >/dev/null 2>&1 || true
   done
   [[ -z $created_run_cdi ]] || rmdir /run/cdi 2>/dev/null || true
-  grep -F " $work/" /proc/self/mountinfo | awk '{print $5}' | sort -r |
-    while read -r mount; do umount -l "$mount" 2>/dev/null || true; done || true
+  unmount_below "$work"
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
@@ -262,27 +263,12 @@ podman=$(command -v podman || true)
 if [[ -z $podman ]]; then
   note "podman is not installed: its part is skipped"
 else
-  # Some sandboxes refuse to set rlimits even to their own values: a hook of
-  # ours drops them, as in containers.sh.
-  mkdir -p "$work/hooks.d"
-  cat >"$work/no-rlimits.sh" <<'SH'
-#!/bin/sh
-exec python3 -c 'import json,sys; d=json.load(sys.stdin); d["process"].pop("rlimits",None); print(json.dumps(d))'
-SH
-  chmod 755 "$work/no-rlimits.sh"
-  cat >"$work/hooks.d/00-no-rlimits.json" <<JSON
-{"version":"1.0.0","hook":{"path":"$work/no-rlimits.sh"},"when":{"always":true},"stages":["precreate"]}
-JSON
-  if [[ ! -d /run/cdi ]]; then
-    mkdir /run/cdi
-    created_run_cdi=1
-  fi
+  no_rlimits_hook "$work/hooks.d"
+  ensure_run_cdi
   run_podman() { # NAME ARGS...
     local name=$1
     shift
-    unshare --mount --propagation private -- sh -c \
-      'mount -t tmpfs tmpfs /var/run/cdi && cp "$1" /var/run/cdi/nvidia.json && shift && exec "$@"' \
-      sh "$spec_dir/nvidia.json" "$podman" --runtime "$runc" --hooks-dir "$work/hooks.d" \
+    with_cdi_spec "$spec_dir/nvidia.json" "$podman" --runtime "$runc" --hooks-dir "$work/hooks.d" \
       run --rm --name "standin-$name-$$" "$@" >"$work/$name.out" 2>"$work/$name.err"
   }
   if ! run_podman podman-probe --rootfs "$rootfs" /bin/true; then
