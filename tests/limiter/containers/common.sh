@@ -1,6 +1,23 @@
 # shellcheck shell=bash
 # Shell functions the container tests share (sourced by containers.sh,
-# seed.sh and standin-runtime.sh; bash).
+# seed.sh and standin-runtime.sh; bash). Messages start with $test_name,
+# which the sourcing test sets after sourcing.
+: "${test_name:=container test}"
+
+fail() { echo "$test_name: FAIL: $*" >&2; exit 1; }
+# ctest counts exit 77 as skipped (SKIP_RETURN_CODE).
+skip() { echo "$test_name: SKIPPED: $*" >&2; exit 77; }
+note() { echo "$test_name: $*" >&2; }
+expect_line() { # OUTPUT PATTERN WHAT
+  grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"
+}
+
+# Root (WHY says what for) and a static busybox for the rootfs, or skip.
+need_root_and_busybox() { # WHY
+  [[ $(id -u) -eq 0 ]] || skip "needs root ($1)"
+  file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' ||
+    skip "/bin/busybox is not busybox-static (apt-get install busybox-static)"
+}
 
 # Stops a process of ours: TERM, then KILL after SECONDS.
 stop_pid() { # PID SECONDS

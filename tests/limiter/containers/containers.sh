@@ -26,17 +26,9 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 runtime=$1 tool=$2 library=$3 standin=$4 probe=$5
 
-fail() { echo "containers[$runtime]: FAIL: $*" >&2; exit 1; }
-skip() { echo "containers[$runtime]: SKIPPED: $*" >&2; exit 77; }
-note() { echo "containers[$runtime]: $*" >&2; }
-expect_line() { # OUTPUT PATTERN WHAT
-  grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"
-}
-
-[[ $(id -u) -eq 0 ]] || skip "needs root (OCI runtimes create namespaces and mounts)"
+test_name="containers[$runtime]"
+need_root_and_busybox "OCI runtimes create namespaces and mounts"
 busybox=/bin/busybox
-file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
-  skip "$busybox is not busybox-static (apt-get install busybox-static)"
 case $runtime in
   runc | crun | podman | docker) runtime_path=$(command -v "${runtime/docker/dockerd}" || true) ;;
   *) fail "unknown runtime $runtime" ;;

@@ -40,17 +40,9 @@ absolute() { realpath -s "$1"; }
 runtime_link=$(absolute "$2") library=$(absolute "$3") standin=$(absolute "$4")
 probe=$(absolute "$5") load=$(absolute "$6") standin_runtime=$(absolute "$7")
 
-fail() { echo "seed[$case_name]: FAIL: $*" >&2; exit 1; }
-skip() { echo "seed[$case_name]: SKIPPED: $*" >&2; exit 77; }
-note() { echo "seed[$case_name]: $*" >&2; }
-expect_line() { # OUTPUT PATTERN WHAT
-  grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"
-}
-
-[[ $(id -u) -eq 0 ]] || skip "needs root (OCI runtimes create namespaces and device nodes)"
+test_name="seed[$case_name]"
+need_root_and_busybox "OCI runtimes create namespaces and device nodes"
 busybox=/bin/busybox
-file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
-  skip "$busybox is not busybox-static (apt-get install busybox-static)"
 runc=$(command -v runc || true)
 [[ -n $runc ]] || skip "runc is not installed (scripts/install-build-deps)"
 case $case_name in

@@ -26,22 +26,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 standin=${1:-$here/standin-nvidia-container-runtime}
 
-fail() { echo "standin-runtime: FAIL: $*" >&2; exit 1; }
-skip() { echo "standin-runtime: SKIPPED: $*" >&2; exit 77; }
-note() { echo "standin-runtime: $*" >&2; }
-expect_line() { # OUTPUT PATTERN WHAT
-  grep -Eq -- "$2" <<<"$1" || fail "$3: no line matching '$2' in:"$'\n'"$1"
-}
+test_name='standin-runtime'
 expect_no_line() { # OUTPUT PATTERN WHAT
   ! grep -Eq -- "$2" <<<"$1" || fail "$3: a line matches '$2' in:"$'\n'"$1"
 }
 
-[[ $(id -u) -eq 0 ]] || skip "needs root (mknod, runc, mount namespaces)"
+need_root_and_busybox "mknod, runc, mount namespaces"
 runc=$(command -v runc || true)
 [[ -n $runc ]] || skip "runc is not installed (scripts/install-build-deps)"
 command -v python3 >/dev/null || skip "python3 is not installed"
-file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' ||
-  skip "/bin/busybox is not busybox-static (apt-get install busybox-static)"
 [[ -x $standin ]] || fail "$standin is not executable"
 
 work=$(mktemp -d /tmp/standin-runtime.XXXXXX)
