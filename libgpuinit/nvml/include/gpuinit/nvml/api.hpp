@@ -12,6 +12,8 @@ namespace gpuinit::nvml {
 inline constexpr const char* kLibraryName = "libnvidia-ml.so.1";
 
 struct Functions {
+// `name` is a declarator here, which parentheses would not make safer.
+// NOLINTNEXTLINE(bugprone-macro-parentheses)
 #define GPUINIT_NVML_FUNCTION(name) decltype(&::name) name = nullptr;
 #include "gpuinit/nvml/functions.def"
 #undef GPUINIT_NVML_FUNCTION
