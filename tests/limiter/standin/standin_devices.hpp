@@ -16,15 +16,14 @@
 // driver cannot open it.
 #pragma once
 
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <tuple>
 #include <vector>
 
