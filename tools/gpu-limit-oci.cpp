@@ -161,8 +161,9 @@ Status check_library(const std::string& library) {
 }
 
 // The host's GPUs in nvidia-smi's numbering, from the driver's own list
-// under `root`. A broken entry is an error: skipping it would shift every
-// index after it.
+// under `root`. A broken entry (unreadable, no minor, a minor or UUID listed
+// twice) is an error: left out, it would shift every index after it. An
+// excluded GPU is left out, as NVML leaves it out.
 Result<oci::HostGpus> read_host_gpus(const std::string& root) {
     auto sysroot = Sysroot::open(root);
     if (!sysroot) {
@@ -173,11 +174,10 @@ Result<oci::HostGpus> read_host_gpus(const std::string& root) {
     if (!machine) {
         return machine.error();
     }
-    if (diagnostics.has_errors()) {
-        for (const Diagnostic& problem : diagnostics.items()) {
-            if (problem.severity == Severity::Error) {
-                return error("cannot number the host's GPUs: " + problem.text());
-            }
+    for (const UnusableGpu& gpu : machine->unusable) {
+        if (gpu.severity == Severity::Error) {
+            return error("cannot number the host's GPUs: " + gpu.bdf + ": " + gpu.reason +
+                         "; fix the driver's entry or name GPUs the host has");
         }
     }
     oci::HostGpus host;

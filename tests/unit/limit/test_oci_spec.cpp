@@ -1082,6 +1082,15 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     std::tie(code, output) = hook_at(head + "2" + tail);
     EXPECT_EQ(code, 3);
     EXPECT_EQ(output, "");
+
+    // A driver entry that cannot be read stops the container rather than
+    // shift every index after it.
+    const std::string broken = root + "/proc/driver/nvidia/gpus/0000:05:00.0";
+    ASSERT_EQ(std::system(("mkdir -p " + broken).c_str()), 0);
+    write_file(broken + "/information", "Model: \t\t NVIDIA H100 80GB HBM3\n");
+    std::tie(code, output) = hook_at(head + "1" + tail);
+    EXPECT_EQ(code, 3);
+    EXPECT_EQ(output, "");
 }
 
 TEST_F(OciHookText, WithTheSwitchABrokenConfigOrAMissingLibraryStopsTheContainer) {
