@@ -29,7 +29,12 @@ if(NOT udevdir)
 endif()
 
 set(src "${GPUINIT_SOURCE_DIR}")
-set(staging "${GPUINIT_STAGING_DIR}")
+# One staging directory per destination: installs of this build into
+# different DESTDIRs run at once (the VM tests do), and a shared one was
+# removed under another install's feet.
+string(SHA256 destination_key "$ENV{DESTDIR}|${CMAKE_INSTALL_PREFIX}")
+string(SUBSTRING "${destination_key}" 0 16 destination_key)
+set(staging "${GPUINIT_STAGING_DIR}/${destination_key}")
 file(REMOVE_RECURSE "${staging}")
 
 # render(SOURCE NAME DESTINATION PERMISSIONS...)
@@ -59,3 +64,6 @@ if(EXISTS "$ENV{DESTDIR}${defaults}")
 else()
   render(initscripts/gpu-restriction.default gpu-restriction "${SYSCONFDIR}/default" ${data})
 endif()
+
+# Nothing of this install stays in the build tree.
+file(REMOVE_RECURSE "${staging}")

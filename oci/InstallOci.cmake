@@ -11,7 +11,13 @@ if(IS_ABSOLUTE "${GPUINIT_DATADIR_REL}")
 else()
   set(datadir "${prefix}/${GPUINIT_DATADIR_REL}")
 endif()
-file(REMOVE_RECURSE "${GPUINIT_OCI_STAGING}")
+# One staging directory per destination: installs of this build into
+# different DESTDIRs run at once (the VM tests do), and a shared one was
+# removed under another install's feet.
+string(SHA256 destination_key "$ENV{DESTDIR}|${CMAKE_INSTALL_PREFIX}")
+string(SUBSTRING "${destination_key}" 0 16 destination_key)
+set(staging "${GPUINIT_OCI_STAGING}/${destination_key}")
+file(REMOVE_RECURSE "${staging}")
 foreach(entry "hooks.d/gpu-limit-precreate.json;containers/oci/hooks.d"
               "hooks.d/gpu-limit-poststop.json;containers/oci/hooks.d"
               "docker-daemon.json;gpuinit"
@@ -20,7 +26,10 @@ foreach(entry "hooks.d/gpu-limit-precreate.json;containers/oci/hooks.d"
   list(GET entry 0 source)
   list(GET entry 1 destination)
   get_filename_component(name "${source}" NAME)
-  configure_file("${GPUINIT_OCI_SOURCE}/${source}.in" "${GPUINIT_OCI_STAGING}/${name}" @ONLY)
-  file(INSTALL "${GPUINIT_OCI_STAGING}/${name}" DESTINATION "${datadir}/${destination}"
+  configure_file("${GPUINIT_OCI_SOURCE}/${source}.in" "${staging}/${name}" @ONLY)
+  file(INSTALL "${staging}/${name}" DESTINATION "${datadir}/${destination}"
        FILE_PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 endforeach()
+
+# Nothing of this install stays in the build tree.
+file(REMOVE_RECURSE "${staging}")
