@@ -5,6 +5,7 @@
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
 #include "common/limit_commands.hpp"
+#include "gpuinit/base/spawn.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/limit/launch.hpp"
 #include "render/limit_report.hpp"
@@ -127,12 +128,9 @@ int run_job(const CommonOptions& common, const limit::RunRequest& request, bool 
     if (auto applied = limit::apply_run_plan(*plan); !applied) {
         return fail(common, applied.error(), kLimitCannotRun);
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    ::execvp(command[0], command);
-    int saved = errno;
-    return fail(common, os_error(saved, "cannot run " + quote(command[0])),
-                saved == ENOENT ? kLimitCommandNotFound : kLimitCommandCannotRun);
+    Diagnostic failed = exec_command(command);
+    return fail(common, failed,
+                failed.code == ENOENT ? kLimitCommandNotFound : kLimitCommandCannotRun);
 }
 
 int run_status(const CommonOptions& common, const std::optional<std::string>& group,

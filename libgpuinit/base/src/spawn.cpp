@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -223,6 +224,17 @@ Result<int> run_program(const SpawnRequest& request) {
         captured += got;
     }
     return child.wait(program);
+}
+
+Diagnostic exec_command(char* const argv[]) {
+    if (argv == nullptr || argv[0] == nullptr) {
+        return os_error(EINVAL, "no command to run");
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::execvp(argv[0], argv);
+    int saved = errno;
+    return os_error(saved, "cannot run " + quote(argv[0]));
 }
 
 } // namespace gpuinit

@@ -27,4 +27,10 @@ struct SpawnRequest {
 // finished, its output included, within timeout (ETIMEDOUT).
 Result<int> run_program(const SpawnRequest& request);
 
+// Replaces this process with argv[0] (searched in PATH, as a shell would),
+// after flushing stdio so nothing buffered is lost. Returns only when it
+// cannot: the error names the command, with errno ENOENT when it was not
+// found.
+Diagnostic exec_command(char* const argv[]);
+
 } // namespace gpuinit
