@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -39,8 +40,7 @@ struct RootBox {
     RootBox() {
         ::chmod(dir.path().c_str(), 0755); // job users must reach the fixture
         // The driver already says DeviceFileModify: 0, so sync's cap nodes
-        // step does not write into the fixture's access files (a regular
-        // file is not the driver: the write would land at its start).
+        // step has nothing to report about the access files.
         testing::FakeMachine machine = a100_mig_box();
         machine.cap_modify = false;
         EXPECT_TRUE(write_fixture(machine, dir.path()));
@@ -280,11 +280,13 @@ TEST(MigSyncRoot, NodesLeasesAndNamesThatJobUsersRead) {
     struct stat st = testing::lstat_or_die(dir / format("dev/nvidia-caps/nvidia-cap%u", ci));
     EXPECT_TRUE(S_ISCHR(st.st_mode));
     EXPECT_EQ(st.st_rdev, makedev(kCapsMajor, ci));
-    // The driver was told DeviceFileModify: 0 (the fixture file shows it).
+    // The fixture's access files are plain files, not the driver's procfs
+    // entries: sync says what it would write and leaves them as they were.
     std::ifstream access(dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access");
-    std::string line;
-    std::getline(access, line);
-    EXPECT_EQ(line, "DeviceFileModify: 0");
+    std::string text((std::istreambuf_iterator<char>(access)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, format("DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n", ci));
+    EXPECT_NE(log.find("is not on procfs"), std::string::npos) << log;
+    EXPECT_NE(log.find("would write 'DeviceFileModify: 0'"), std::string::npos) << log;
     st = testing::lstat_or_die(dir / "run/gpu-mig/names");
     EXPECT_EQ(st.st_uid, 0u);
     EXPECT_EQ(st.st_mode & 07777, 0444u);
