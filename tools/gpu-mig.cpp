@@ -6,7 +6,6 @@
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
 #include "gpuinit/base/text.hpp"
-#include "gpuinit/base/unique_fd.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
 #include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/leases.hpp"
@@ -14,6 +13,7 @@
 #include "gpuinit/mig/names_source.hpp"
 #include "gpuinit/mig/pick.hpp"
 #include "gpuinit/mig/slurm_env.hpp"
+#include "gpuinit/mig/sync.hpp"
 #include "render/mig_report.hpp"
 #include "render/mknod_report.hpp"
 
@@ -22,9 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <string_view>
-#include <sys/stat.h>
 
 namespace gpuinit::tools {
 
@@ -34,6 +32,7 @@ constexpr const char* kUsage =
     "Usage: gpu-mig pick [OPTION]... [--hold -- CMD [ARG]...]\n"
     "       gpu-mig list [--json]\n"
     "       gpu-mig sync [--json]    (root; after every 'nvidia-smi mig' change)\n"
+    "       gpu-mig release KEY [--json]    (root: take a lease back)\n"
     "       gpu-mig gres [--node NAME] [--type-style S] [--type-map FILE]\n"
     "                    [--slurm-conf | --check FILE] [--json]\n"
     "       gpu-mig env [--gres-conf FILE] [--json]    (a Slurm TaskProlog)\n"
@@ -42,8 +41,12 @@ constexpr const char* kUsage =
     "while it runs; otherwise a keeper process holds it until --until PID (default:\n"
     "the calling process) exits:  export CUDA_VISIBLE_DEVICES=$(gpu-mig pick --until $$)\n"
     "Only instances on GPUs that CUDA_VISIBLE_DEVICES (else NVIDIA_VISIBLE_DEVICES)\n"
-    "names count. sync makes the cap nodes (as gpu-mknod --mig), one lease file per\n"
+    "names count, whose CI cap node you may open, up to mig-leases-per-user (default\n"
+    "1, /etc/gpu-restriction.conf) held at once. sync makes the cap nodes (as gpu-mknod --mig), "
+    "one lease file per\n"
     "compute instance in /run/gpu-mig, and its names file (profiles, MIG UUIDs).\n"
+    "list shows who holds each lease (root: every holder, user and job). release\n"
+    "replaces a lease, so its holder's lock no longer counts, and says who held it.\n"
     "gres prints gres.conf for this node; env prints export CUDA_VISIBLE_DEVICES=\n"
     "with the MIG UUIDs of the devices in SLURM_STEP_GPUS (else SLURM_JOB_GPUS).\n"
     "\n"
@@ -70,7 +73,7 @@ constexpr const char* kUsage =
     "      --nvidia-smi-output DIR  profiles and MIG UUIDs from saved nvidia-smi\n"
     "                       output (DIR/L.txt, q.xml, mig-lgi.txt, mig-lci.txt)\n"
     "  -r, --root DIR       paths under DIR (default /)\n"
-    "  -j, --json           list, sync, gres, env: print the result as JSON\n"
+    "  -j, --json           list, sync, release, gres, env: print the result as JSON\n"
     "  -v, --verbose        more detail\n"
     "  -q, --quiet          errors only\n"
     "  -h, --help           show this help\n"
@@ -79,7 +82,8 @@ constexpr const char* kUsage =
     "Exit status: 0 ok; 1 usage error; 2 sync or list partly failed; 3 cannot\n"
     "run (no leases: run sync; unknown MIG UUIDs or profiles; bad\n"
     "CUDA_VISIBLE_DEVICES; no /proc; env: a device gres.conf does not name);\n"
-    "4 pick: no free instance, gres --check: the file differs from the machine;\n"
+    "4 pick: no free instance or your share held, gres --check: the file differs from the "
+    "machine;\n"
     "with --hold, CMD's status (126 not executable, 127 not found).\n";
 
 constexpr uint64_t kMaxWaitSeconds = 604800; // a week
@@ -115,136 +119,84 @@ std::optional<std::string> env(const char* name) {
     return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
 }
 
-// A file named on the command line (--check, --type-map, --gres-conf): taken
-// as given, not under --root. A regular file only (a FIFO would block).
-Result<std::string> read_host_file(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!fd.valid()) {
-        return errno_error("cannot open " + path);
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-        return errno_error("cannot stat " + path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return error(path + " is not a regular file", EINVAL);
-    }
-    return read_all(fd.get(), kGresConfLimit, path);
-}
-
-// The machine, its MIG topology and instances. Problems with single
-// instances go to `diagnostics`; fails when nothing can be read.
-struct MigView {
-    Machine machine;
-    std::vector<MigInstance> instances;
-    std::string names_source; // where profiles and UUIDs came from; "" none
-};
-
-Result<MigView> read_view(const Sysroot& root, Diagnostics& diagnostics,
-                          std::optional<Machine> known = std::nullopt) {
-    MigView view;
-    if (known) {
-        view.machine = std::move(*known);
-    } else {
-        auto machine = discover_machine(root, diagnostics, PciNeed{PciNeed::Scope::None, {}});
-        if (!machine) {
-            return machine.error();
-        }
-        auto topology = read_mig_topology(root, diagnostics);
-        if (!topology) {
-            return topology.error();
-        }
-        view.machine = std::move(*machine);
-        view.machine.mig = std::move(*topology);
-    }
-    view.instances = join_mig_instances(view.machine, view.machine.mig, diagnostics);
-    return view;
-}
-
-// Fills the view's profiles and MIG UUIDs (see name_mig_instances).
-Status name_instances(const Sysroot& root, const MigOptions& options, MigNamesFirst first,
-                      MigView& view, Diagnostics& diagnostics) {
-    auto source =
-        name_mig_instances(root, {options.smi_output, first}, view.instances, diagnostics);
-    if (!source) {
-        return source.error();
-    }
-    view.names_source = std::move(*source);
-    return {};
-}
-
 int mknod_exit_code(MknodStatus status) {
     return status == MknodStatus::Done      ? kMigOk
            : status == MknodStatus::Partial ? kMigPartial
                                             : kMigCannotRun;
 }
 
+Status name_instances(const Sysroot& root, const MigOptions& options, MigView& view,
+                      Diagnostics& diagnostics) {
+    return name_mig_view(root, {options.smi_output, MigNamesFirst::File}, view, diagnostics);
+}
+
 // sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
 int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
-    MknodOptions mknod;
-    mknod.request.scope = PlanRequest::Scope::Mig;
-    MknodOutcome nodes = run_mknod(root, mknod);
-    MknodReportContext context{root.root(), mknod_exit_code(nodes.status)};
-    auto render_nodes = [&] {
-        if (!common.json) {
-            emit(render_mknod_text(nodes, context, common.verbosity));
-        }
-    };
-    if (nodes.status == MknodStatus::NothingDone) {
-        render_nodes();
+    mig::SyncOutcome outcome = mig::sync(root, {options.smi_output});
+    MknodReportContext context{root.root(), mknod_exit_code(outcome.nodes.status)};
+    Rendered nodes;
+    if (!common.json) {
+        nodes = render_mknod_text(outcome.nodes, context, common.verbosity);
+    }
+    if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
+        emit(nodes);
         if (common.json) {
-            std::string json = render_mknod_json(nodes, context) + "\n";
+            std::string json = render_mknod_json(outcome.nodes, context) + "\n";
             std::fwrite(json.data(), 1, json.size(), stdout);
         }
         return kMigCannotRun;
     }
-    Diagnostics diagnostics;
-    auto view = read_view(root, diagnostics, nodes.machine);
-    if (!view) {
-        render_nodes();
-        return fail(common, view.error(), kMigCannotRun);
+    if (outcome.status == mig::SyncOutcome::Status::Failed) {
+        emit(nodes);
+        return fail(common, *outcome.failure, kMigCannotRun);
     }
-    // An incomplete instance list must not cost a live instance its lease.
-    bool complete = !diagnostics.has_errors() && nodes.status == MknodStatus::Done;
-    auto sync = sync_leases(root, view->instances, complete, diagnostics);
-    if (!sync) {
-        render_nodes();
-        return fail(common, sync.error(), kMigCannotRun);
-    }
-    if (!complete) {
-        diagnostics.warning("some instances could not be read: leases of instances that seem "
-                            "gone were kept; fix the errors above and rerun gpu-mig sync");
-    }
-    if (auto named = name_instances(root, options, MigNamesFirst::Driver, *view, diagnostics);
-        !named) {
-        diagnostics.add(named.error());
-    }
-    std::string source = view->names_source.empty() ? "no source" : view->names_source;
-    if (auto written = write_mig_names_file(root, render_mig_names_file(view->instances, source));
-        !written) {
-        diagnostics.add(written.error());
-    }
-    int code = std::max<int>(context.exit_code, diagnostics.has_errors() ? kMigPartial : kMigOk);
-    std::string dir = root.display(kMigLeaseDir);
-    MigSyncReport report{*sync, dir, view->instances, view->names_source};
+    int code = outcome.status == mig::SyncOutcome::Status::Done ? kMigOk : kMigPartial;
+    code = std::max(code, context.exit_code);
+    MigSyncReport report{outcome.leases, outcome.lease_dir, outcome.view.instances,
+                         outcome.view.names_source};
     if (common.json) {
-        std::string json = render_mig_sync_json(report, nodes, context, diagnostics, code);
+        std::string json =
+            render_mig_sync_json(report, outcome.nodes, context, outcome.diagnostics, code);
         std::fwrite(json.data(), 1, json.size(), stdout);
     } else {
-        render_nodes();
-        emit(render_mig_sync_text(report, diagnostics, common.verbosity));
+        emit(nodes);
+        emit(render_mig_sync_text(report, outcome.diagnostics, common.verbosity));
     }
     return code;
 }
 
-int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
+// release (root): the lease of one instance taken back.
+int run_release(const CommonOptions& common, const Sysroot& root, std::string_view key) {
     Diagnostics diagnostics;
-    auto view = read_view(root, diagnostics);
+    auto view = read_mig_view(root, diagnostics);
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
-    if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
-        !named) {
+    auto release = release_lease(root, view->instances, key);
+    if (!release) {
+        return fail(common, release.error(), kMigCannotRun);
+    }
+    if (common.json) {
+        std::string json = render_mig_release_json(*release, diagnostics, kMigOk);
+        std::fwrite(json.data(), 1, json.size(), stdout);
+    } else {
+        Rendered rendered;
+        render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+        Rendered released = render_mig_release_text(*release, common.verbosity);
+        rendered.out += released.out;
+        rendered.err += released.err;
+        emit(rendered);
+    }
+    return kMigOk;
+}
+
+int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
+    Diagnostics diagnostics;
+    auto view = read_mig_view(root, diagnostics);
+    if (!view) {
+        return fail(common, view.error(), kMigCannotRun);
+    }
+    if (auto named = name_instances(root, options, *view, diagnostics); !named) {
         return fail(common, named.error(), kMigCannotRun);
     }
     auto uses = instance_uses(root, view->machine, view->instances, diagnostics);
@@ -264,7 +216,7 @@ int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions&
 int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions& options,
              char** command) {
     Diagnostics diagnostics;
-    auto view = read_view(root, diagnostics);
+    auto view = read_mig_view(root, diagnostics);
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
@@ -275,8 +227,7 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
                         (cuda_visible && cuda_visible->find("MIG-") != std::string::npos) ||
                         (nvidia_visible && nvidia_visible->find("MIG-") != std::string::npos);
     if (names_needed) {
-        if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
-            !named) {
+        if (auto named = name_instances(root, options, *view, diagnostics); !named) {
             return fail(common, named.error(), kMigCannotRun);
         }
     }
@@ -292,9 +243,9 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
     render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
     emit(rendered);
     if (!pick) {
-        return fail(common, pick.error(),
-                    pick.error().reason == static_cast<int>(PickFailure::NoneFree) ? kMigNoneFree
-                                                                                   : kMigCannotRun);
+        bool busy = pick.error().reason == static_cast<int>(PickFailure::NoneFree) ||
+                    pick.error().reason == static_cast<int>(PickFailure::OverLimit);
+        return fail(common, pick.error(), busy ? kMigNoneFree : kMigCannotRun);
     }
     std::string ids = mig_ids(pick->instances, options.uuid);
     if (options.hold) {
@@ -320,13 +271,12 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
 
 Result<GresPlan> gres_plan(const Sysroot& root, const MigOptions& options, MigView& view,
                            Diagnostics& diagnostics) {
-    if (auto named = name_instances(root, options, MigNamesFirst::File, view, diagnostics);
-        !named) {
+    if (auto named = name_instances(root, options, view, diagnostics); !named) {
         return named.error();
     }
     std::optional<GresTypeMap> type_map;
     if (!options.type_map.empty()) {
-        auto text = read_host_file(options.type_map);
+        auto text = read_named_file(options.type_map, kGresConfLimit);
         if (!text) {
             return text.error();
         }
@@ -342,7 +292,7 @@ Result<GresPlan> gres_plan(const Sysroot& root, const MigOptions& options, MigVi
 
 int run_gres(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     Diagnostics diagnostics;
-    auto view = read_view(root, diagnostics);
+    auto view = read_mig_view(root, diagnostics);
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
@@ -354,7 +304,7 @@ int run_gres(const CommonOptions& common, const Sysroot& root, const MigOptions&
         return fail(common, plan.error(), kMigCannotRun);
     }
     if (!options.check.empty()) {
-        auto text = read_host_file(options.check);
+        auto text = read_named_file(options.check, kGresConfLimit);
         if (!text) {
             return fail(common, text.error(), kMigCannotRun);
         }
@@ -421,7 +371,7 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     std::string shown =
         options.gres_conf.empty() ? root.display(strip_slashes(conf)) : options.gres_conf;
     auto text = options.gres_conf.empty() ? root.read_file(strip_slashes(conf), kGresConfLimit)
-                                          : read_host_file(conf);
+                                          : read_named_file(conf, kGresConfLimit);
     if (!text) {
         return fail(common, text.error(), kMigCannotRun);
     }
@@ -430,15 +380,14 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     if (!records) {
         return fail(common, records.error(), kMigCannotRun);
     }
-    auto view = read_view(root, diagnostics);
+    auto view = read_mig_view(root, diagnostics);
     if (!view) {
         return fail(common, view.error(), kMigCannotRun);
     }
     // Whole GPUs need no names: ask for them only when a MIG UUID is missing.
     auto found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
     if (!found) {
-        if (auto named = name_instances(root, options, MigNamesFirst::File, *view, diagnostics);
-            !named) {
+        if (auto named = name_instances(root, options, *view, diagnostics); !named) {
             return fail(common, named.error(), kMigCannotRun);
         }
         found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
@@ -582,11 +531,14 @@ int run(int argc, char** argv) {
         return cli.exit_code();
     }
     std::vector<std::string_view> words(argv + optind, argv + argc);
-    if (words.size() != 1) {
-        return cli.usage_error(words.empty() ? "which command: pick, list, sync, gres or env?"
-                                             : "one command at a time");
+    if (words.empty()) {
+        return cli.usage_error("which command: pick, list, sync, release, gres or env?");
     }
     std::string_view verb = words[0];
+    if (words.size() != (verb == "release" ? 2U : 1U)) {
+        return cli.usage_error(verb == "release" ? "release takes one instance key (gpu1/gi7/ci0)"
+                                                 : "one command at a time");
+    }
     if (verb != "pick" && (options.pick_option || command != nullptr)) {
         return cli.usage_error("pick's options and -- CMD go with pick only");
     }
@@ -611,9 +563,10 @@ int run(int argc, char** argv) {
         if (cli.common.json) {
             return cli.usage_error("--json is for list and sync; pick prints ids");
         }
-    } else if (verb != "list" && verb != "sync" && verb != "gres" && verb != "env") {
+    } else if (verb != "list" && verb != "sync" && verb != "release" && verb != "gres" &&
+               verb != "env") {
         return cli.usage_error("unknown command " + quote(verb) +
-                               ": pick, list, sync, gres or env");
+                               ": pick, list, sync, release, gres or env");
     }
     auto root = Sysroot::open(cli.common.root);
     if (!root) {
@@ -624,6 +577,9 @@ int run(int argc, char** argv) {
     }
     if (verb == "list") {
         return run_list(cli.common, *root, options);
+    }
+    if (verb == "release") {
+        return run_release(cli.common, *root, words[1]);
     }
     if (verb == "gres") {
         return run_gres(cli.common, *root, options);

@@ -495,6 +495,44 @@ void add_captures(Corpus& corpus, const std::string& source_dir) {
     }
 }
 
+// The MIG files: the fixture box's mig-minors and access files (joined as
+// fuzz_mig_caps cuts them), the real capture's config and monitor, names
+// files and gres.conf files as gpu-mig writes them and as admins do.
+void add_mig(Corpus& corpus, const std::string& source_dir) {
+    TempDir scratch;
+    std::string root = scratch / "box";
+    FakeMachine box = a100_mig_box();
+    if (auto written = write_fixture(box, root); !written) {
+        die(written.error().text());
+    }
+    std::string caps = root + "/proc/driver/nvidia/capabilities";
+    std::string minors = read_file(root + "/proc/driver/nvidia-caps/mig-minors");
+    std::string gi = read_file(caps + "/gpu1/mig/gi7/access");
+    std::string ci = read_file(caps + "/gpu1/mig/gi7/ci0/access");
+    corpus.add("mig_caps", joined({minors, gi, ci}));
+    corpus.add("mig_caps", joined({"config 1\nmonitor 2\ngpu0/gi1/access 12\n", ci}));
+    std::string capture = source_dir + "/tests/fixture/captures/h100-580.159.04/proc/driver/nvidia/"
+                                       "capabilities/mig/";
+    corpus.add("mig_caps", joined({"config 1\nmonitor 2\n", read_file(capture + "config"),
+                                   read_file(capture + "monitor")}));
+
+    std::string uuid = fake_uuid(1);
+    corpus.add("mig_names_file", "# gpu-mig sync, from NVML\n" + uuid + " 7 0 1g.10gb MIG-" +
+                                     uuid.substr(4) + "\n" + uuid + " 8 0 - -\n" + uuid +
+                                     " 9 0 1c.3g.40gb -\n");
+    corpus.add("mig_names_file", uuid + " 13 0 1g.10gb+me MIG-" + uuid.substr(4) + "\n");
+
+    corpus.add("gres_conf", "AutoDetect=off\n"
+                            "Name=gpu Type=nvidia_a100_1g.10gb MultipleFiles=/dev/nvidia1,"
+                            "/dev/nvidia-caps/nvidia-cap66,/dev/nvidia-caps/nvidia-cap67\n"
+                            "Name=gpu Type=a100 File=/dev/nvidia[0-3]\n");
+    corpus.add("gres_conf", joined({"NodeName=gpu[01-10],login Name=gpu File=/dev/nvidia0 "
+                                    "Cores=0-15\nNodeName=other Name=gpu File=/dev/nvidia1\n",
+                                    "gpu03"}));
+    corpus.add("gres_conf", "a100_1g.10gb site-small\n# a type map\n");
+    corpus.add("policy", "mig-leases-per-user=4\ngpu=1 gi=7 group=vision\n");
+}
+
 // nvidia-smi's outputs, -L, mig -lgi, mig -lci and -q -x joined with NULs
 // (fuzz_nvidia_smi cuts them apart), for several layouts.
 void add_nvidia_smi(Corpus& corpus) {
@@ -669,6 +707,7 @@ int main(int argc, char** argv) {
     add_persistence_rpc(corpus);
     add_persist_control(corpus);
     add_nvidia_smi(corpus);
+    add_mig(corpus, argv[1]);
     add_captures(corpus, argv[1]);
     add_egpu_settings(corpus);
     add_json_value(corpus, argv[1]);

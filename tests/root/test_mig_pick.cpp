@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -39,8 +40,7 @@ struct RootBox {
     RootBox() {
         ::chmod(dir.path().c_str(), 0755); // job users must reach the fixture
         // The driver already says DeviceFileModify: 0, so sync's cap nodes
-        // step does not write into the fixture's access files (a regular
-        // file is not the driver: the write would land at its start).
+        // step has nothing to report about the access files.
         testing::FakeMachine machine = a100_mig_box();
         machine.cap_modify = false;
         EXPECT_TRUE(write_fixture(machine, dir.path()));
@@ -146,15 +146,18 @@ TEST(MigPickRoot, AProcessHoldingACiCapNodeMakesThatInstanceBusy) {
     EXPECT_NE(output.find("busy PID " + std::to_string(holder)), std::string::npos) << output;
 }
 
-// A job user flocks root's read-only lease files: it picks, a second job
-// user pick gets another instance, and the user cannot change the leases.
-TEST(MigPickRoot, AJobUserTakesLeasesThroughReadOnlyFds) {
+// A job user locks root's lease FIFOs (the driver's 0444 cap nodes let
+// everyone use every instance, so everyone may open them): it picks, a
+// second pick gets another instance, and the user cannot change the leases.
+TEST(MigPickRoot, AJobUserTakesLeasesThroughItsOwnFds) {
     GPUINIT_REQUIRE_ROOT();
     GPUINIT_REQUIRE_SETPRIV();
     RootBox box;
+    std::ofstream(box.dir / "etc/gpu-restriction.conf") << "mig-leases-per-user=2\n";
     struct stat st = testing::lstat_or_die(box.dir / "run/gpu-mig/gpu1-gi7-ci0");
     EXPECT_EQ(st.st_uid, 0u);
-    EXPECT_EQ(st.st_mode & 07777, 0444u);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, 0666u);
     std::string first;
     std::string script = "echo $CUDA_VISIBLE_DEVICES; id -u; exec sleep 30";
     // The first holds gi7 while the second picks.
@@ -280,11 +283,13 @@ TEST(MigSyncRoot, NodesLeasesAndNamesThatJobUsersRead) {
     struct stat st = testing::lstat_or_die(dir / format("dev/nvidia-caps/nvidia-cap%u", ci));
     EXPECT_TRUE(S_ISCHR(st.st_mode));
     EXPECT_EQ(st.st_rdev, makedev(kCapsMajor, ci));
-    // The driver was told DeviceFileModify: 0 (the fixture file shows it).
+    // The fixture's access files are plain files, not the driver's procfs
+    // entries: sync says what it would write and leaves them as they were.
     std::ifstream access(dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access");
-    std::string line;
-    std::getline(access, line);
-    EXPECT_EQ(line, "DeviceFileModify: 0");
+    std::string text((std::istreambuf_iterator<char>(access)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, format("DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n", ci));
+    EXPECT_NE(log.find("is not on procfs"), std::string::npos) << log;
+    EXPECT_NE(log.find("would write 'DeviceFileModify: 0'"), std::string::npos) << log;
     st = testing::lstat_or_die(dir / "run/gpu-mig/names");
     EXPECT_EQ(st.st_uid, 0u);
     EXPECT_EQ(st.st_mode & 07777, 0444u);
@@ -330,6 +335,209 @@ TEST(MigSyncRoot, NodesLeasesAndNamesThatJobUsersRead) {
         0)
         << exported;
     EXPECT_EQ(exported, "export CUDA_VISIBLE_DEVICES=" + testing::fake_mig_uuid(1, 8, 0) + "\n");
+}
+
+} // namespace gpuinit
+
+namespace gpuinit {
+
+namespace {
+
+// Starts `argv` as a holder that prints its first line (the picked key)
+// and then sleeps; returns its PID and that line.
+pid_t start_holder(const std::vector<std::string>& argv, std::string& line,
+                   const std::vector<std::string>& env = {}) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return -1;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(fds[1], 1);
+        ::close(fds[0]);
+        for (const std::string& entry : env) {
+            ::putenv(const_cast<char*>(entry.c_str()));
+        }
+        std::vector<std::string> copy = argv;
+        std::vector<char*> args;
+        args.reserve(copy.size() + 1);
+        for (std::string& arg : copy) {
+            args.push_back(arg.data());
+        }
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        _exit(127);
+    }
+    ::close(fds[1]);
+    char c = 0;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') {
+        line += c;
+    }
+    ::close(fds[0]);
+    return pid;
+}
+
+std::vector<std::string> as_user(uid_t uid, gid_t gid, std::vector<std::string> argv) {
+    std::vector<std::string> full = {"/usr/bin/setpriv",
+                                     "--reuid=" + std::to_string(uid),
+                                     "--regid=" + std::to_string(gid),
+                                     "--clear-groups",
+                                     GPUINIT_BIN,
+                                     "mig"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    return full;
+}
+
+} // namespace
+
+// Without a policy the driver's cap nodes are 0444: every user may use
+// every instance, and the default mig-leases-per-user (1) is what stops
+// one user from holding them all (pick -n 21, or pick after pick); another
+// user still finds one.
+TEST(MigLeasesRoot, TheDefaultPolicyLetsEachUserHoldOneInstance) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    RootBox box;
+    std::string output;
+    EXPECT_EQ(run_process(as_user(kJobUser, kJobUser,
+                                  {"pick", "--root", box.dir.path(), "-n", "21", "--format", "key",
+                                   "--hold", "--", "/bin/true"}),
+                          &output),
+              4)
+        << output;
+    EXPECT_NE(output.find("mig-leases-per-user"), std::string::npos) << output;
+    std::string first;
+    pid_t holder =
+        start_holder(as_user(kJobUser, kJobUser,
+                             {"pick", "--root", box.dir.path(), "--format", "key", "--hold", "--",
+                              "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exec sleep 30"}),
+                     first);
+    ASSERT_GT(holder, 0);
+    EXPECT_EQ(first, "gpu1/gi7/ci0");
+    int rc = run_in_child(
+        [&] {
+            if (!mount_machine_pids(box.dir.path())) {
+                return 90;
+            }
+            std::string again;
+            int again_rc = run_process(as_user(kJobUser, kJobUser,
+                                               {"pick", "--root", box.dir.path(), "--format", "key",
+                                                "--hold", "--", "/bin/true"}),
+                                       &again);
+            std::string other;
+            int other_rc =
+                run_process(as_user(kJobUser - 1, kJobUser - 1,
+                                    {"pick", "--root", box.dir.path(), "--format", "key", "--hold",
+                                     "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                            &other);
+            std::printf("again %d: %s\nother %d: %s\n", again_rc, again.c_str(), other_rc,
+                        other.c_str());
+            return again_rc == 4 &&
+                           again.find("you hold 1 MIG lease already") != std::string::npos &&
+                           other_rc == 0 && other == "gpu1/gi8/ci0\n"
+                       ? 0
+                       : 1;
+        },
+        &output);
+    stop(holder);
+    EXPECT_EQ(rc, 0) << output;
+}
+
+// A MIG rule gives GPU 1's instance 7 to group vision: its cap nodes and
+// its lease are root:vision, so a user outside the group picks past it and
+// cannot even open its lease to lock it by hand; a member picks it.
+TEST(MigLeasesRoot, TheMigRulesGroupDecidesWhoMayLease) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    TempDir dir;
+    ::chmod(dir.path().c_str(), 0755);
+    testing::FakeMachine machine = a100_mig_box();
+    machine.cap_modify = false;
+    machine.groups.push_back("vision");
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::ofstream(dir / "etc/gpu-restriction.conf") << "gpu=1 gi=7 group=vision\n";
+    std::string output;
+    ASSERT_EQ(run_process({GPUINIT_BIN, "mig", "sync", "--root", dir.path()}, &output), 0)
+        << output;
+    gid_t vision = 1000 + static_cast<gid_t>(machine.groups.size()) - 1;
+    struct stat st = testing::lstat_or_die(dir / "run/gpu-mig/gpu1-gi7-ci0");
+    EXPECT_EQ(st.st_gid, vision);
+    EXPECT_EQ(st.st_mode & 07777, 0660u);
+    std::string picked;
+    EXPECT_EQ(run_process(as_user(kJobUser, kJobUser,
+                                  {"pick", "--root", dir.path(), "--format", "key", "--hold", "--",
+                                   "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                          &picked),
+              0)
+        << picked;
+    EXPECT_EQ(picked, "gpu1/gi8/ci0\n");
+    std::string by_hand;
+    EXPECT_NE(run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           "/bin/sh", "-c", "exec 3<>'" + dir / "run/gpu-mig/gpu1-gi7-ci0" + "'"},
+                          &by_hand),
+              0)
+        << by_hand;
+    picked.clear();
+    EXPECT_EQ(run_process(as_user(kJobUser, vision,
+                                  {"pick", "--root", dir.path(), "--format", "key", "--hold", "--",
+                                   "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                          &picked),
+              0)
+        << picked;
+    EXPECT_EQ(picked, "gpu1/gi7/ci0\n");
+}
+
+// Root sees who holds a lease (PID, uid, the Slurm job from its
+// environment) and takes it back: the lease is replaced, another job picks
+// the instance while the old holder still runs, and release says who held
+// it.
+TEST(MigLeasesRoot, RootSeesTheHolderAndTakesTheLeaseBack) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    RootBox box;
+    std::string first;
+    pid_t holder =
+        start_holder(as_user(kJobUser, kJobUser,
+                             {"pick", "--root", box.dir.path(), "--format", "key", "--hold", "--",
+                              "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exec sleep 30"}),
+                     first, {"SLURM_JOB_ID=4242"});
+    ASSERT_GT(holder, 0);
+    ASSERT_EQ(first, "gpu1/gi7/ci0");
+    std::string output;
+    int rc = run_in_child(
+        [&] {
+            if (!mount_machine_pids(box.dir.path())) {
+                return 90;
+            }
+            std::string listed;
+            int list_rc = run_process(
+                {GPUINIT_BIN, "mig", "list", "--root", box.dir.path(), "--json"}, &listed);
+            std::string released;
+            int release_rc = run_process(
+                {GPUINIT_BIN, "mig", "release", "--root", box.dir.path(), "gpu1/gi7/ci0"},
+                &released);
+            std::string again;
+            int again_rc =
+                run_process(as_user(kJobUser - 1, kJobUser - 1,
+                                    {"pick", "--root", box.dir.path(), "--format", "key", "--hold",
+                                     "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}),
+                            &again);
+            std::printf("list %d: %s\nrelease %d: %s\nagain %d: %s\n", list_rc, listed.c_str(),
+                        release_rc, released.c_str(), again_rc, again.c_str());
+            std::string pid = std::to_string(holder);
+            bool listed_ok = list_rc == 0 &&
+                             listed.find("\"holders\":[{\"pid\":" + pid) != std::string::npos &&
+                             listed.find("\"uid\":65534") != std::string::npos &&
+                             listed.find("\"job\":\"4242\"") != std::string::npos;
+            bool released_ok = release_rc == 0 &&
+                               released.find("gpu1/gi7/ci0: lease taken back from PID " + pid) !=
+                                   std::string::npos &&
+                               released.find("job 4242") != std::string::npos;
+            return listed_ok && released_ok && again_rc == 0 && again == "gpu1/gi7/ci0\n" ? 0 : 1;
+        },
+        &output);
+    stop(holder);
+    EXPECT_EQ(rc, 0) << output;
 }
 
 } // namespace gpuinit

@@ -9,6 +9,7 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -524,14 +526,26 @@ TEST(RootReconcile, ToolExitCodesAndDryRunChangeNothing) {
 
 namespace gpuinit {
 
-// Real cap nodes: made with their modes, DeviceFileModify switched off,
-// a second run has nothing to do, and a destroyed instance's node and link
-// are removed while a foreign file of that name pattern is left alone.
+namespace {
+
+std::string whole_file(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+} // namespace
+
+// Real cap nodes: made with their modes, DeviceFileModify left alone in
+// access files that are not the driver's, a second run has nothing to do,
+// and a destroyed instance's node and link are removed while a foreign file
+// of that name pattern is left alone.
 TEST(RootReconcile, MigCapNodesAreMadeAndPrunedAfterAnInstanceGoes) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;
     FakeMachine machine = testing::a100_mig_box();
     ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::string access = dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access";
+    std::string before = whole_file(access);
     MknodOutcome first = apply(dir.path());
     ASSERT_EQ(first.status, MknodStatus::Done) << outcome_text(first, 1);
     unsigned ci = testing::oracle_ci_minor(1, 7, 0);
@@ -540,12 +554,18 @@ TEST(RootReconcile, MigCapNodesAreMadeAndPrunedAfterAnInstanceGoes) {
     EXPECT_EQ(link_target(dir / ("dev/char/235:" + std::to_string(ci))),
               "../nvidia-caps/nvidia-cap" + std::to_string(ci));
     EXPECT_EQ(lstat_or_die(dir / "dev/nvidia-caps").st_mode & 07777, 0755u);
-    // The driver got "DeviceFileModify: 0" (a fixture file shows the write).
-    std::string access = dir / "proc/driver/nvidia/capabilities/gpu1/mig/gi7/ci0/access";
-    std::ifstream written(access);
-    std::string line;
-    std::getline(written, line);
-    EXPECT_EQ(line, "DeviceFileModify: 0");
+    // The fixture's access files are plain files, not procfs: the line
+    // the driver would take is reported, and the file is as it was.
+    EXPECT_EQ(whole_file(access), before);
+    auto reported = std::find_if(
+        first.result.changes.begin(), first.result.changes.end(), [&](const Change& change) {
+            return change.target == Change::Target::AccessFile && access.ends_with(change.name);
+        });
+    ASSERT_NE(reported, first.result.changes.end()) << outcome_text(first, 1);
+    EXPECT_EQ(reported->kind, Change::Kind::Unchanged);
+    EXPECT_NE(reported->detail.find("would write DeviceFileModify: 0"), std::string::npos);
+    EXPECT_NE(outcome_text(first, 0).find("is not on procfs"), std::string::npos)
+        << outcome_text(first, 0);
 
     // The driver now says 0 everywhere: nothing left to do.
     machine.cap_modify = false;

@@ -21,6 +21,9 @@ const char* state_of(const InstanceUse& use) {
     if (!use.pids.empty()) {
         return "busy";
     }
+    if (!use.lease_yours) {
+        return "not-yours";
+    }
     if (!use.leased) {
         return "no-lease";
     }
@@ -41,6 +44,30 @@ void list_names(JsonWriter& json, const std::vector<std::string>& names) {
         json.value(name);
     }
     json.end_array();
+}
+
+// "PID 4242 alice job 1234": who holds a lease, as far as it is known.
+std::string holder_text(const LeaseHolder& holder) {
+    std::string text =
+        format("PID %d %s", static_cast<int>(holder.pid),
+               holder.user.empty() ? format("uid %u", holder.uid).c_str() : holder.user.c_str());
+    if (!holder.job.empty()) {
+        text += " job " + holder.job;
+    }
+    return text;
+}
+
+void holder_json(JsonWriter& json, const LeaseHolder& holder) {
+    json.begin_object();
+    json.key("pid").value(static_cast<int>(holder.pid));
+    json.key("uid").value(static_cast<uint64_t>(holder.uid));
+    json.key("user");
+    holder.user.empty() ? json.null() : json.value(holder.user);
+    json.key("job");
+    holder.job.empty() ? json.null() : json.value(holder.job);
+    json.key("job_source");
+    holder.job_source.empty() ? json.null() : json.value(holder.job_source);
+    json.end_object();
 }
 
 } // namespace
@@ -71,6 +98,9 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
         }
         for (size_t n = 0; n < use.pids.size(); ++n) {
             state += (n == 0 ? " PID " : ",") + std::to_string(use.pids[n]);
+        }
+        for (const LeaseHolder& holder : use.holders) {
+            state += " by " + holder_text(holder);
         }
         std::string caps = format("nvidia-cap%u,nvidia-cap%u", i.gi_cap_minor, i.ci_cap_minor);
         rendered.out += format("%-4u %-13s %-3u %-3u %-10s %-29s %-41s %s\n", i.gpu_minor,
@@ -116,7 +146,48 @@ std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& di
             json.value(static_cast<int>(pid));
         }
         json.end_array();
+        json.key("holders").begin_array();
+        for (const LeaseHolder& holder : use.holders) {
+            holder_json(json, holder);
+        }
+        json.end_array();
         json.end_object();
+    }
+    json.end_array();
+    return finished(json, diagnostics);
+}
+
+Rendered render_mig_release_text(const LeaseRelease& release, int verbosity) {
+    Rendered rendered;
+    std::string key = release.instance.key();
+    if (release.holders.empty()) {
+        rendered.out =
+            key + ": lease replaced; " +
+            (release.was_held ? "it was held, by a process root cannot see\n" : "nobody held it\n");
+        return rendered;
+    }
+    rendered.out = key + ": lease taken back from";
+    for (const LeaseHolder& holder : release.holders) {
+        rendered.out += " " + holder_text(holder);
+    }
+    rendered.out += "\n";
+    if (verbosity >= 0) {
+        rendered.err = format("%s: note: the holder still runs on %s; kill it if it must stop\n",
+                              kProgram, key.c_str());
+    }
+    return rendered;
+}
+
+std::string render_mig_release_json(const LeaseRelease& release, const Diagnostics& diagnostics,
+                                    int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    json.key("key").value(release.instance.key());
+    json.key("was_held").value(release.was_held);
+    json.key("holders").begin_array();
+    for (const LeaseHolder& holder : release.holders) {
+        holder_json(json, holder);
     }
     json.end_array();
     return finished(json, diagnostics);

@@ -21,6 +21,11 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
 std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& diagnostics,
                                  int exit_code);
 
+// release: the instance and who held its lease.
+Rendered render_mig_release_text(const LeaseRelease& release, int verbosity);
+std::string render_mig_release_json(const LeaseRelease& release, const Diagnostics& diagnostics,
+                                    int exit_code);
+
 // What sync did after the cap nodes (those are gpu-mknod's report).
 struct MigSyncReport {
     const LeaseSync& leases;

@@ -6,6 +6,8 @@
 #include "gpuinit/host/policy.hpp"
 
 #include <algorithm>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -94,6 +96,15 @@ std::optional<unsigned> run_remove(const Sysroot& root, const MknodOptions& opti
 // nvidia-modprobe resets a cap node whose DeviceFileModify is 1: for the
 // nodes this run manages, the driver is told 0 (it takes the line when the
 // file is closed). Failures are errors; the node itself is already right.
+//
+// Only the driver's own file takes the line: the access files are procfs
+// entries (kernel-open/nvidia/nv-caps.c of NVIDIA/open-gpu-kernel-modules,
+// tag 595.45.04: nv_cap_create_file_entry makes them with proc_create_data;
+// nv_cap_procfs_write buffers what is written and nv_cap_procfs_release
+// takes "DeviceFileModify: %d" from it on close). A file elsewhere
+// (a copied tree under --root, a fixture) is a plain file whose start the
+// line would overwrite: it is left alone, and the report says what would
+// have been written.
 void switch_off_modify(const Sysroot& root, const NodePlan& plan, bool dry_run,
                        MknodOutcome& outcome) {
     constexpr std::string_view kLine = "DeviceFileModify: 0\n";
@@ -104,6 +115,25 @@ void switch_off_modify(const Sysroot& root, const NodePlan& plan, bool dry_run,
                 outcome.result.changes.push_back(
                     {Change::Kind::Failed, Change::Target::AccessFile, access, fd.error().message});
                 outcome.diagnostics.add(fd.error());
+                continue;
+            }
+            struct statfs fs {};
+            if (::fstatfs(fd->get(), &fs) != 0) {
+                Diagnostic problem = errno_error("cannot tell the file system of " +
+                                                 root.display(access) + "; wrote nothing to it");
+                outcome.result.changes.push_back(
+                    {Change::Kind::Failed, Change::Target::AccessFile, access, problem.message});
+                outcome.diagnostics.add(std::move(problem));
+                continue;
+            }
+            if (fs.f_type != PROC_SUPER_MAGIC) {
+                outcome.result.changes.push_back({Change::Kind::Unchanged,
+                                                  Change::Target::AccessFile, access,
+                                                  "not procfs: would write DeviceFileModify: 0"});
+                outcome.diagnostics.warning(
+                    root.display(access) + " is not on procfs (a copy of a machine?): would write "
+                                           "'DeviceFileModify: 0' to the driver; wrote nothing",
+                    Location::in_file(root.display(access)));
                 continue;
             }
             if (::write(fd->get(), kLine.data(), kLine.size()) !=

@@ -191,6 +191,25 @@ Result<Policy> Policy::parse(std::string_view text, std::string_view source) {
         auto fail = [&](std::string what) {
             return parse_error(source, line_number, std::move(what));
         };
+        if (words[0].starts_with(kMigLeasesKey) && words[0].size() > kMigLeasesKey.size() &&
+            words[0][kMigLeasesKey.size()] == '=') {
+            if (words.size() != 1) {
+                return fail(std::string(kMigLeasesKey) + "= stands on a line of its own");
+            }
+            if (policy.mig_leases_per_user_) {
+                return fail(format("%s= given twice (also line %zu)",
+                                   std::string(kMigLeasesKey).c_str(), policy.mig_leases_line_));
+            }
+            auto limit =
+                parse_decimal(words[0].substr(kMigLeasesKey.size() + 1), kMaxMigLeasesPerUser);
+            if (!limit || *limit == 0) {
+                return fail(format("%s takes a number of instances from 1 to %u",
+                                   quote(words[0]).c_str(), kMaxMigLeasesPerUser));
+            }
+            policy.mig_leases_per_user_ = static_cast<unsigned>(*limit);
+            policy.mig_leases_line_ = line_number;
+            continue;
+        }
         Entry entry;
         entry.line = line_number;
         entry.rule.origin = policy.source_ + ":" + std::to_string(line_number);

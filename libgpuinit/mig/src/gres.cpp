@@ -153,6 +153,15 @@ Result<std::vector<GresConfRecord>> parse_gres_conf(std::string_view text, std::
             return parse_error(source, number,
                                "a Name=gpu line needs File= or MultipleFiles=, not both");
         }
+        // An empty path names no device: slurmd would skip it, and the
+        // devices after it would get other indices than the job was given.
+        const std::string& files = has_file ? keys["file"] : keys["multiplefiles"];
+        if (files.empty() || files.front() == ',' || files.back() == ',' ||
+            files.find(",,") != std::string::npos) {
+            return parse_error(source, number,
+                               std::string(has_file ? "File=" : "MultipleFiles=") +
+                                   " has an empty path; name each device file");
+        }
         if (has_file) {
             auto expanded = expand_brackets(keys["file"], source, number);
             if (!expanded) {

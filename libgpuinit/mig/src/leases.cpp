@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <set>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,8 +15,8 @@ namespace gpuinit {
 
 namespace {
 
-constexpr mode_t kLeaseMode = 0444;
 constexpr mode_t kDirMode = 0755;
+constexpr int kLeaseOpen = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 
 Diagnostic with_reason(Diagnostic diagnostic, LeaseFailure reason) {
     diagnostic.reason = static_cast<int>(reason);
@@ -50,33 +49,84 @@ Status check_dir(const SafeDir& dir, const struct stat& st) {
     return {};
 }
 
-// A lease file as sync makes it: only then does its lock mean anything.
+// A lease as sync makes it: only then does its lock mean anything.
 bool good_lease(const struct stat& st, uid_t owner) {
-    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == owner &&
-           (st.st_mode & 07777) == kLeaseMode;
+    return S_ISFIFO(st.st_mode) && st.st_nlink == 1 && st.st_uid == owner &&
+           (st.st_mode & 07111) == 0;
 }
 
-// Creates the lease `name` with mode 0, then 0444 on the fd: never wider.
-Status create_lease(const SafeDir& dir, const std::string& name) {
-    UniqueFd fd(
-        ::openat(dir.fd(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0));
-    if (!fd.valid()) {
+// Creates the lease FIFO `name` with mode 0, gives it its group, then its
+// mode: never wider, not even for a moment.
+Status create_lease(const SafeDir& dir, const std::string& name, gid_t gid, mode_t mode) {
+    if (::mkfifoat(dir.fd(), name.c_str(), 0) != 0) {
         return errno_error("cannot create lease " + dir.path_of(name));
     }
-    if (::fchmod(fd.get(), kLeaseMode) != 0) {
+    // Opening a FIFO O_RDWR never blocks; mode 0 lets only root (or the
+    // owner, in a test) through, which is us.
+    UniqueFd fd(::openat(dir.fd(), name.c_str(), kLeaseOpen));
+    if (!fd.valid() && errno == EACCES) {
+        // Not root (a test): the owner may open it once it has its bits.
+        if (::fchmodat(dir.fd(), name.c_str(), 0600, 0) == 0) {
+            fd = UniqueFd(::openat(dir.fd(), name.c_str(), kLeaseOpen));
+        }
+    }
+    if (!fd.valid()) {
+        return errno_error("cannot open the new lease " + dir.path_of(name));
+    }
+    if (::fchown(fd.get(), static_cast<uid_t>(-1), gid) != 0) {
+        return errno_error(format("cannot give lease %s group %u", dir.path_of(name).c_str(),
+                                  static_cast<unsigned>(gid)));
+    }
+    if (::fchmod(fd.get(), mode) != 0) {
         return errno_error("cannot chmod lease " + dir.path_of(name));
     }
     return {};
 }
 
+// Fixes a good lease's group and mode in place, so that leases held on it
+// stay valid: first narrowed to what both allow, then the group, then the
+// mode.
+Status fix_lease(const SafeDir& dir, const std::string& name, const struct stat& st, gid_t gid,
+                 mode_t mode) {
+    UniqueFd fd(::openat(dir.fd(), name.c_str(), kLeaseOpen));
+    if (!fd.valid()) {
+        return errno_error("cannot open lease " + dir.path_of(name));
+    }
+    if (::fchmod(fd.get(), (st.st_mode & 07777) & mode & (st.st_gid == gid ? 0777 : 0707)) != 0 ||
+        ::fchown(fd.get(), static_cast<uid_t>(-1), gid) != 0 || ::fchmod(fd.get(), mode) != 0) {
+        return errno_error("cannot fix the group or mode of lease " + dir.path_of(name));
+    }
+    return {};
+}
+
+Diagnostic not_yours(const std::string& shown, const MigInstance& instance) {
+    return with_reason(error(shown + ": your user and groups may not use " + instance.key() +
+                                 " (its CI cap node is another group's: the MIG rules of "
+                                 "/etc/gpu-restriction.conf)",
+                             EACCES),
+                       LeaseFailure::NotYours);
+}
+
 } // namespace
+
+mode_t lease_mode(unsigned cap_mode) {
+    mode_t mode = 0600;
+    if ((cap_mode & 0040) != 0) {
+        mode |= 0060;
+    }
+    if ((cap_mode & 0004) != 0) {
+        mode |= 0006;
+    }
+    return mode;
+}
 
 std::string lease_name(const MigInstance& instance) {
     return format("gpu%u-gi%u-ci%u", instance.gpu_minor, instance.gi, instance.ci);
 }
 
 Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance>& instances,
-                              bool remove_stale, Diagnostics& diagnostics) {
+                              const std::map<unsigned, LeaseAccess>& access, bool remove_stale,
+                              Diagnostics& diagnostics) {
     auto dir = SafeDir::open(root, kMigLeaseDir, kDirMode);
     if (!dir) {
         return dir.error();
@@ -104,20 +154,23 @@ Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance
         if (!wanted.insert(name).second) {
             continue;
         }
+        gid_t gid = ::getegid();
+        mode_t mode = 0600;
+        if (auto found = access.find(instance.ci_cap_minor); found != access.end()) {
+            gid = found->second.gid;
+            mode = lease_mode(found->second.mode);
+        }
         auto entry = dir->inspect(name);
         if (!entry) {
             diagnostics.add(entry.error());
             continue;
         }
-        if (entry->exists && S_ISREG(entry->st.st_mode) && entry->st.st_nlink == 1 &&
-            entry->st.st_uid == ::geteuid() && !entry->mount_point) {
-            if ((entry->st.st_mode & 07777) == kLeaseMode) {
+        if (entry->exists && good_lease(entry->st, ::geteuid()) && !entry->mount_point) {
+            if ((entry->st.st_mode & 07777) == mode && entry->st.st_gid == gid) {
                 ++sync.kept;
                 continue;
             }
-            // Our own file with other bits: fix it in place, so that leases
-            // held on it stay valid.
-            if (auto fixed = dir->chmod(name, kLeaseMode); !fixed) {
+            if (auto fixed = fix_lease(*dir, name, entry->st, gid, mode); !fixed) {
                 diagnostics.add(fixed.error());
                 continue;
             }
@@ -138,7 +191,7 @@ Result<LeaseSync> sync_leases(const Sysroot& root, const std::vector<MigInstance
                 continue;
             }
         }
-        auto made = create_lease(*dir, name);
+        auto made = create_lease(*dir, name, gid, mode);
         if (!made && made.error().code == EEXIST) {
             continue; // a concurrent sync made it
         }
@@ -218,40 +271,65 @@ std::string LeaseDir::display(const MigInstance& instance) const {
     return dir_.path_of(lease_name(instance));
 }
 
-Result<UniqueFd> LeaseDir::take(const MigInstance& instance) const {
+namespace {
+
+Result<UniqueFd> open_lease(const SafeDir& dir, uid_t owner, const MigInstance& instance) {
     std::string name = lease_name(instance);
-    UniqueFd fd(::openat(dir_.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    std::string shown = dir.path_of(name);
+    UniqueFd fd(::openat(dir.fd(), name.c_str(), kLeaseOpen));
     if (!fd.valid()) {
         if (errno == ENOENT) {
-            return with_reason(error(display(instance) + " does not exist: " + instance.key() +
+            return with_reason(error(shown + " does not exist: " + instance.key() +
                                          " is newer than the leases; run 'gpu-mig sync' as root",
                                      ENOENT),
                                LeaseFailure::Missing);
         }
         if (errno == ELOOP) {
             return with_reason(
-                error(display(instance) + " is a symlink; refusing it (run 'gpu-mig sync' as root)",
-                      ELOOP),
+                error(shown + " is a symlink; refusing it (run 'gpu-mig sync' as root)", ELOOP),
                 LeaseFailure::Untrusted);
         }
-        return errno_error("cannot open lease " + display(instance));
+        if (errno == EACCES) {
+            return not_yours(shown, instance);
+        }
+        return errno_error("cannot open lease " + shown);
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) {
-        return errno_error("cannot stat lease " + display(instance));
+        return errno_error("cannot stat lease " + shown);
     }
-    if (!good_lease(st, owner_)) {
+    if (!good_lease(st, owner)) {
         return with_reason(
             error(format("%s is not a lease file as gpu-mig sync makes it (type %o, owner %u, "
                          "mode %s, %u links); refusing it: run 'gpu-mig sync' as root",
-                         display(instance).c_str(), static_cast<unsigned>(st.st_mode & S_IFMT),
-                         st.st_uid, format_mode(st.st_mode & 07777).c_str(),
+                         shown.c_str(), static_cast<unsigned>(st.st_mode & S_IFMT), st.st_uid,
+                         format_mode(st.st_mode & 07777).c_str(),
                          static_cast<unsigned>(st.st_nlink)),
                   EPERM),
             LeaseFailure::Untrusted);
     }
-    while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) {
+    return fd;
+}
+
+struct flock whole_file_write_lock() {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = 0;
+    lock.l_len = 0;
+    return lock;
+}
+
+} // namespace
+
+Result<UniqueFd> LeaseDir::take(const MigInstance& instance) const {
+    auto fd = open_lease(dir_, owner_, instance);
+    if (!fd) {
+        return fd;
+    }
+    struct flock lock = whole_file_write_lock();
+    while (::fcntl(fd->get(), F_OFD_SETLK, &lock) != 0) {
+        if (errno == EAGAIN || errno == EACCES) {
             return with_reason(error(instance.key() + " is leased by another job", EWOULDBLOCK),
                                LeaseFailure::Held);
         }
@@ -260,6 +338,48 @@ Result<UniqueFd> LeaseDir::take(const MigInstance& instance) const {
         }
     }
     return fd;
+}
+
+Result<bool> LeaseDir::held(const MigInstance& instance) const {
+    auto fd = open_lease(dir_, owner_, instance);
+    if (!fd) {
+        return fd.error();
+    }
+    struct flock lock = whole_file_write_lock();
+    if (::fcntl(fd->get(), F_OFD_GETLK, &lock) != 0) {
+        return errno_error("cannot test the lock of lease " + display(instance));
+    }
+    return lock.l_type != F_UNLCK;
+}
+
+Result<struct stat> LeaseDir::stat_lease(const MigInstance& instance) const {
+    auto fd = open_lease(dir_, owner_, instance);
+    if (!fd) {
+        return fd.error();
+    }
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) {
+        return errno_error("cannot stat lease " + display(instance));
+    }
+    return st;
+}
+
+Result<struct stat> LeaseDir::replace(const MigInstance& instance) const {
+    auto old = stat_lease(instance);
+    if (!old) {
+        return old;
+    }
+    std::string name = lease_name(instance);
+    std::string temp = temp_name(name);
+    if (auto made = create_lease(dir_, temp, old->st_gid, old->st_mode & 07777); !made) {
+        ::unlinkat(dir_.fd(), temp.c_str(), 0);
+        return made.error();
+    }
+    if (auto renamed = dir_.rename(temp, name); !renamed) {
+        ::unlinkat(dir_.fd(), temp.c_str(), 0);
+        return renamed.error();
+    }
+    return old;
 }
 
 Result<std::optional<std::string>> LeaseDir::read_file(std::string_view name, size_t limit) const {
@@ -291,17 +411,6 @@ Result<std::optional<std::string>> LeaseDir::read_file(std::string_view name, si
         return text.error();
     }
     return std::optional<std::string>(std::move(*text));
-}
-
-Result<bool> LeaseDir::held(const MigInstance& instance) const {
-    auto lease = take(instance);
-    if (lease) {
-        return false; // closing lets go
-    }
-    if (lease.error().reason == static_cast<int>(LeaseFailure::Held)) {
-        return true;
-    }
-    return lease.error();
 }
 
 } // namespace gpuinit

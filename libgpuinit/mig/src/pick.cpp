@@ -1,7 +1,9 @@
 #include "gpuinit/mig/pick.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/devnodes/node_plan.hpp"
 #include "gpuinit/fs/safe_fs.hpp"
+#include "gpuinit/host/policy.hpp"
 #include "gpuinit/mig/holders.hpp"
 #include "gpuinit/mig/leases.hpp"
 
@@ -48,6 +50,47 @@ Result<std::vector<const Gpu*>> openable_gpus(const Sysroot& root, const Machine
     }
     std::sort(gpus.begin(), gpus.end(), [](const Gpu* a, const Gpu* b) { return a->bdf < b->bdf; });
     return gpus;
+}
+
+// The instances whose CI cap node the caller may open: what the kernel
+// would let its CUDA process do (effective uid, groups and ACLs).
+Result<std::vector<MigInstance>> openable_instances(const Sysroot& root,
+                                                    const std::vector<MigInstance>& instances) {
+    auto dev = SafeDir::open(root, "dev");
+    if (!dev) {
+        return unusable("cannot tell which MIG instances are yours: " + dev.error().message,
+                        dev.error().code);
+    }
+    std::vector<MigInstance> yours;
+    for (const MigInstance& instance : instances) {
+        std::string node = cap_node_name(instance.ci_cap_minor);
+        if (::faccessat(dev->fd(), node.c_str(), R_OK, AT_EACCESS | AT_SYMLINK_NOFOLLOW) == 0) {
+            yours.push_back(instance);
+        }
+    }
+    return yours;
+}
+
+// The leases the caller's other processes (its real uid, this one left
+// out: under a copied root its /proc may not show this process) hold now.
+size_t own_leases(const Sysroot& root, const LeaseDir& dir,
+                  const std::vector<MigInstance>& instances) {
+    std::vector<LeaseFile> files;
+    for (const MigInstance& instance : instances) {
+        if (auto st = dir.stat_lease(instance)) {
+            files.push_back({st->st_dev, st->st_ino});
+        }
+    }
+    auto holders = find_lease_holders(root, files, ::getuid(), false);
+    if (!holders) {
+        return SIZE_MAX; // cannot count: fail closed
+    }
+    pid_t self = ::getpid();
+    return static_cast<size_t>(
+        std::count_if(holders->begin(), holders->end(), [&](const std::vector<LeaseHolder>& list) {
+            return std::any_of(list.begin(), list.end(),
+                               [&](const LeaseHolder& holder) { return holder.pid != self; });
+        }));
 }
 
 } // namespace
@@ -167,13 +210,46 @@ Result<Pick> pick_instances(const Sysroot& root, const Machine& machine,
             }
         }
     }
+    // Root may open every node and has no bound; anyone else picks among
+    // what the policy lets it use, and holds at most its share.
+    std::optional<unsigned> limit;
+    std::string limit_origin;
+    size_t not_yours = 0;
+    if (::geteuid() != 0) {
+        auto yours = openable_instances(root, *candidates);
+        if (!yours) {
+            return yours.error();
+        }
+        not_yours = candidates->size() - yours->size();
+        *candidates = std::move(*yours);
+        auto policy = Policy::load(root);
+        if (!policy) {
+            return unusable(policy.error().message + "; cannot tell how many instances a user "
+                                                     "may hold",
+                            policy.error().code);
+        }
+        limit = policy->mig_leases_per_user();
+        limit_origin = policy->mig_leases_origin();
+        if (request.count > *limit) {
+            return failure(format("--count %u is more than the %u MIG instance%s one user may "
+                                  "hold (mig-leases-per-user, %s)",
+                                  request.count, *limit, *limit == 1 ? "" : "s",
+                                  limit_origin.c_str()),
+                           PickFailure::OverLimit, EDQUOT);
+        }
+    }
     if (candidates->size() < request.count) {
         return unusable(format(
             "%zu MIG instances are visible to this job%s, fewer than "
-            "--count %u",
+            "--count %u%s",
             candidates->size(),
             request.profile.empty() ? "" : (" with profile " + quote(request.profile)).c_str(),
-            request.count));
+            request.count,
+            not_yours == 0 ? ""
+                           : format(" (%zu more are other groups': your user and groups may not "
+                                    "open their CI cap nodes)",
+                                    not_yours)
+                                 .c_str()));
     }
     if (!machine.caps_major) {
         return unusable(root.display("proc/devices") +
@@ -243,10 +319,33 @@ Result<Pick> pick_instances(const Sysroot& root, const Machine& machine,
                 pick.leases.push_back(std::move(batch.leases[i]));
             }
         }
+        size_t held_by_caller = 0;
         if (pick.instances.size() == request.count) {
-            return pick;
+            if (!limit) {
+                return pick;
+            }
+            // Counted with this pick's locks taken: two racing picks of one
+            // user both see both, and both let go.
+            size_t others = own_leases(root, *dir, instances);
+            if (others == SIZE_MAX) {
+                return unusable("cannot count the MIG leases you hold (" + root.display("proc") +
+                                "); is /proc mounted?");
+            }
+            held_by_caller = others + pick.instances.size();
+            if (held_by_caller <= *limit) {
+                return pick;
+            }
         }
-        if (std::chrono::steady_clock::now() >= deadline) {
+        if (held_by_caller != 0 && std::chrono::steady_clock::now() >= deadline) {
+            return failure(format("you hold %zu MIG lease%s already, and one user may hold %u "
+                                  "(mig-leases-per-user, %s); end a job that holds one, or "
+                                  "give --wait SECONDS",
+                                  held_by_caller - request.count,
+                                  held_by_caller - request.count == 1 ? "" : "s", *limit,
+                                  limit_origin.c_str()),
+                           PickFailure::OverLimit, EDQUOT);
+        }
+        if (held_by_caller == 0 && std::chrono::steady_clock::now() >= deadline) {
             std::string pids;
             for (pid_t pid : users) {
                 pids += (pids.empty() ? "" : ",") + std::to_string(pid);
@@ -306,12 +405,20 @@ Result<InstanceUses> instance_uses(const Sysroot& root, const Machine& machine,
     }
     InstanceUses uses;
     uses.uninspected = holders->uninspected;
+    std::vector<LeaseFile> files;
+    std::vector<size_t> file_of(instances.size(), SIZE_MAX);
     for (const MigInstance& instance : instances) {
-        InstanceUse use{instance, std::nullopt, {}};
+        InstanceUse use{instance, std::nullopt, true, {}, {}};
         if (dir) {
             auto held = dir->held(instance);
             if (held) {
                 use.leased = *held;
+                if (auto st = dir->stat_lease(instance); st && *held) {
+                    file_of[uses.uses.size()] = files.size();
+                    files.push_back({st->st_dev, st->st_ino});
+                }
+            } else if (held.error().reason == static_cast<int>(LeaseFailure::NotYours)) {
+                use.lease_yours = false;
             } else {
                 Diagnostic warning = held.error();
                 warning.severity = Severity::Warning;
@@ -324,7 +431,59 @@ Result<InstanceUses> instance_uses(const Sysroot& root, const Machine& machine,
         }
         uses.uses.push_back(std::move(use));
     }
+    if (!files.empty()) {
+        // Root sees every holder and its job; a user, its own processes.
+        bool root_caller = ::geteuid() == 0;
+        auto lease_holders = find_lease_holders(
+            root, files, root_caller ? std::nullopt : std::optional<uid_t>(::getuid()), true);
+        if (!lease_holders) {
+            return lease_holders.error();
+        }
+        for (size_t i = 0; i < uses.uses.size(); ++i) {
+            if (file_of[i] != SIZE_MAX) {
+                uses.uses[i].holders = std::move((*lease_holders)[file_of[i]]);
+            }
+        }
+    }
     return uses;
+}
+
+Result<LeaseRelease> release_lease(const Sysroot& root, const std::vector<MigInstance>& instances,
+                                   std::string_view key) {
+    auto found = std::find_if(instances.begin(), instances.end(), [&](const MigInstance& i) {
+        return i.key() == key || lease_name(i) == key;
+    });
+    if (found == instances.end()) {
+        return unusable("no MIG instance " + quote(key) +
+                            " on this machine; 'gpu-mig list' shows the keys (gpu1/gi7/ci0)",
+                        ENOENT);
+    }
+    auto dir = LeaseDir::open(root);
+    if (!dir) {
+        return dir.error();
+    }
+    LeaseRelease release;
+    release.instance = *found;
+    auto held = dir->held(*found);
+    if (!held) {
+        return held.error();
+    }
+    release.was_held = *held;
+    auto st = dir->stat_lease(*found);
+    if (!st) {
+        return st.error();
+    }
+    auto holders = find_lease_holders(root, {{st->st_dev, st->st_ino}}, std::nullopt, true);
+    if (!holders) {
+        return holders.error();
+    }
+    release.holders = std::move(holders->front());
+    if (auto replaced = dir->replace(*found); !replaced) {
+        Diagnostic why = replaced.error();
+        why.message += " (releasing a lease needs root)";
+        return why;
+    }
+    return release;
 }
 
 Status exec_holding(Pick& pick, const std::string& visible, char* const* argv) {

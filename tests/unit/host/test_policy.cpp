@@ -130,3 +130,26 @@ TEST(Policy, BadMigRulesNameTheLine) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// mig-leases-per-user: a line of its own, 1 to 4096, once; the default is
+// one instance per user.
+TEST(Policy, MigLeasesPerUserHasADefaultOfOne) {
+    EXPECT_EQ(Policy::classic().mig_leases_per_user(), 1u);
+    EXPECT_EQ(Policy::classic().mig_leases_origin(), "the default");
+    auto parsed = Policy::parse("gpu=* group=video\nmig-leases-per-user=3\n", "/etc/p.conf");
+    ASSERT_TRUE(parsed) << parsed.error().text();
+    EXPECT_EQ(parsed->mig_leases_per_user(), 3u);
+    EXPECT_EQ(parsed->mig_leases_origin(), "/etc/p.conf:2");
+    for (const char* bad : {"mig-leases-per-user=0\n", "mig-leases-per-user=4097\n",
+                            "mig-leases-per-user=two\n", "mig-leases-per-user=2 group=video\n",
+                            "mig-leases-per-user=2\nmig-leases-per-user=3\n"}) {
+        auto refused = Policy::parse(bad, "/etc/p.conf");
+        ASSERT_FALSE(refused) << bad;
+        EXPECT_NE(refused.error().text().find("/etc/p.conf:"), std::string::npos)
+            << refused.error().text();
+    }
+}
+
+} // namespace gpuinit

@@ -230,3 +230,23 @@ TEST(MigGres, CheckFindsTheHandWrittenMistakes) {
 }
 
 } // namespace gpuinit
+
+namespace gpuinit {
+
+// An empty device path (File=, or an empty entry of MultipleFiles=) is an
+// error with its line, not a device: it would shift every later index.
+// Found by fuzz_gres_conf.
+TEST(MigGres, AnEmptyDevicePathIsAnError) {
+    for (const char* line : {"Name=gpu File=\n", "Name=gpu MultipleFiles=\n",
+                             "Name=gpu MultipleFiles=/dev/nvidia0,,/dev/nvidia-caps/nvidia-cap4\n",
+                             "Name=gpu MultipleFiles=/dev/nvidia0,\n"}) {
+        std::string text = std::string("Name=gpu File=/dev/nvidia1\n") + line;
+        auto records = parse_gres_conf(text, "gres.conf", {});
+        ASSERT_FALSE(records) << line;
+        EXPECT_NE(records.error().text().find("gres.conf:2:"), std::string::npos)
+            << records.error().text();
+        EXPECT_NE(records.error().message.find("empty path"), std::string::npos);
+    }
+}
+
+} // namespace gpuinit

@@ -104,7 +104,7 @@ TEST(MigNamesFile, ReadOnlyWhatSyncWrote) {
     ASSERT_TRUE(read);
     EXPECT_FALSE(read->has_value());
     Diagnostics diagnostics;
-    ASSERT_TRUE(sync_leases(*root, two_instances(), true, diagnostics));
+    ASSERT_TRUE(sync_leases(*root, two_instances(), {}, true, diagnostics));
     ASSERT_TRUE(write_mig_names_file(*root, render_mig_names_file(two_instances(), "NVML")));
     std::string path = dir.path() + "/run/gpu-mig/names";
     struct stat st {};
@@ -115,7 +115,7 @@ TEST(MigNamesFile, ReadOnlyWhatSyncWrote) {
     ASSERT_TRUE(read->has_value());
     EXPECT_NE((*read)->find(kGpu, 7, 0), nullptr);
     // A second sync keeps the names file (it is not a stale lease).
-    ASSERT_TRUE(sync_leases(*root, two_instances(), true, diagnostics));
+    ASSERT_TRUE(sync_leases(*root, two_instances(), {}, true, diagnostics));
     EXPECT_TRUE(diagnostics.empty());
     ASSERT_EQ(::access(path.c_str(), F_OK), 0);
     // One others may write is refused: anyone could have written it.

@@ -36,7 +36,7 @@ struct SourceBox {
         auto opened = Sysroot::open(box.dir.path());
         root.emplace(std::move(*opened));
         Diagnostics diagnostics;
-        EXPECT_TRUE(sync_leases(*root, box.instances, true, diagnostics));
+        EXPECT_TRUE(sync_leases(*root, box.instances, {}, true, diagnostics));
         std::vector<MigInstance> named = box.instances;
         named[0].profile = "1g.10gb";
         named[0].uuid = kUuid;

@@ -37,7 +37,7 @@ struct PickBox {
         EXPECT_TRUE(discovered && topology);
         machine = std::move(*discovered);
         instances = join_mig_instances(machine, *topology, diagnostics);
-        EXPECT_TRUE(sync_leases(*root, instances, true, diagnostics));
+        EXPECT_TRUE(sync_leases(*root, instances, {}, true, diagnostics));
         EXPECT_TRUE(diagnostics.empty());
     }
 

@@ -98,8 +98,8 @@ struct ToolBox {
         auto machine = discover_machine(*root, diagnostics);
         auto topology = read_mig_topology(*root, diagnostics);
         EXPECT_TRUE(machine && topology);
-        EXPECT_TRUE(sync_leases(*root, join_mig_instances(*machine, *topology, diagnostics), true,
-                                diagnostics));
+        EXPECT_TRUE(sync_leases(*root, join_mig_instances(*machine, *topology, diagnostics), {},
+                                true, diagnostics));
         EXPECT_TRUE(diagnostics.empty());
     }
     std::vector<std::string> pick(std::vector<std::string> tail) const {

@@ -20,6 +20,14 @@ inline constexpr unsigned kDefaultControlMode = 0666;
 // A MIG rule's default: cap nodes are opened read-only.
 inline constexpr unsigned kDefaultMigMode = 0440;
 inline constexpr size_t kMaxPolicyBytes = 1u << 20;
+// The line "mig-leases-per-user=N": how many MIG instances one user may
+// hold through gpu-mig's leases at once. The default is one: a CUDA process
+// uses one MIG instance, so one lease is what a job needs, and a user
+// cannot hold the instances other users' jobs are waiting for. Sites whose
+// users run several jobs on a node raise it.
+inline constexpr std::string_view kMigLeasesKey = "mig-leases-per-user";
+inline constexpr unsigned kDefaultMigLeasesPerUser = 1;
+inline constexpr unsigned kMaxMigLeasesPerUser = 4096;
 
 // The control nodes that can carry a rule of their own.
 inline constexpr std::string_view kControlNodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
@@ -56,6 +64,15 @@ class Policy {
     static Result<Policy> load(const Sysroot& root);
 
     bool from_file() const { return from_file_; }
+    // mig-leases-per-user=, else kDefaultMigLeasesPerUser.
+    unsigned mig_leases_per_user() const {
+        return mig_leases_per_user_.value_or(kDefaultMigLeasesPerUser);
+    }
+    // "/etc/gpu-restriction.conf:3", or "the default" without the line.
+    std::string mig_leases_origin() const {
+        return mig_leases_per_user_ ? source_ + ":" + std::to_string(mig_leases_line_)
+                                    : std::string("the default");
+    }
     const std::string& source() const { return source_; }
 
     // Most specific rule first: UUID, PCI address, minor, gpu=*, default.
@@ -74,6 +91,8 @@ class Policy {
     std::vector<Entry> entries_;
     std::string source_ = "built-in default";
     bool from_file_ = false;
+    std::optional<unsigned> mig_leases_per_user_;
+    size_t mig_leases_line_ = 0;
 };
 
 } // namespace gpuinit

@@ -14,6 +14,9 @@
 #include "gpuinit/fs/sysroot.hpp"
 
 #include <map>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -34,5 +37,40 @@ struct CapHolders {
 // when <root>/proc cannot be listed (fail closed: the caller cannot tell).
 Result<CapHolders> find_cap_holders(const Sysroot& root, unsigned caps_major,
                                     const std::vector<unsigned>& minors);
+
+// A process holding a lease: an fd on the lease whose open file holds its
+// OFD lock (/proc/PID/fdinfo/N shows the lock of that open file only).
+struct LeaseHolder {
+    pid_t pid = 0;
+    uid_t uid = 0;    // real uid (/proc/PID/status)
+    std::string user; // from <root>/etc/passwd; "" unknown
+    // The Slurm or LSF job: from the process's cgroup (set by slurmd, not
+    // by the job), else, for root only, SLURM_JOB_ID or LSB_JOBID in its
+    // environment (the job's own word).
+    std::string job;
+    std::string job_source; // "cgroup", "environ" or ""
+};
+
+struct LeaseFile {
+    dev_t dev = 0;
+    ino_t ino = 0;
+};
+
+// For each lease (by index in `leases`), the processes whose fds hold its
+// lock, sorted by PID; with `only_uid`, only processes of that real uid are
+// looked at. Jobs are looked up with `with_jobs`. Fails only when
+// <root>/proc cannot be listed.
+Result<std::vector<std::vector<LeaseHolder>>>
+find_lease_holders(const Sysroot& root, const std::vector<LeaseFile>& leases,
+                   std::optional<uid_t> only_uid, bool with_jobs);
+
+// The Slurm job of a process from its /proc/PID/cgroup text: the job_<id>
+// component that Slurm's cgroup plugins make (src/plugins/cgroup/v1/
+// xcgroup.c and v2/cgroup_v2.c of SchedMD/slurm, "/job_%u"); "" without
+// one. LSF's cgroup layout is not published as source: LSF jobs are known
+// by LSB_JOBID only.
+std::string job_from_cgroup(std::string_view cgroup);
+// SLURM_JOB_ID, else LSB_JOBID, from /proc/PID/environ text (NUL-separated).
+std::string job_from_environ(std::string_view environ);
 
 } // namespace gpuinit

@@ -11,6 +11,7 @@
 #include "gpuinit/base/unique_fd.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/machine.hpp"
+#include "gpuinit/mig/holders.hpp"
 #include "gpuinit/mig/instances.hpp"
 
 #include <chrono>
@@ -24,8 +25,9 @@ namespace gpuinit {
 // Why a pick failed (Diagnostic::reason).
 enum class PickFailure : int {
     None = 0,
-    Unusable = 1, // cannot pick at all: no leases, unknown names, bad visibility, no /proc
-    NoneFree = 2, // every visible instance is leased or in use (after the wait)
+    Unusable = 1,  // cannot pick at all: no leases, unknown names, bad visibility, no /proc
+    NoneFree = 2,  // every visible instance is leased or in use (after the wait)
+    OverLimit = 3, // the caller already holds mig-leases-per-user leases (after the wait)
 };
 
 struct PickRequest {
@@ -59,7 +61,12 @@ struct Pick {
 };
 
 // Picks request.count free instances among visible_instances(), all or
-// none. Lease files that are missing or refused (planted, symlinks) are
+// none. A caller other than root picks only among the instances whose CI
+// cap node it may open (faccessat R_OK with its effective uid and groups:
+// the MIG rule's group decides), and holds at most the policy's
+// mig-leases-per-user leases at once: counted after the leases are taken
+// (its own processes' locks, this pick's included), so that picks racing
+// each other never exceed it. Lease files that are missing or refused (planted, symlinks) are
 // skipped with a warning in `diagnostics`. Fails with reason Unusable or
 // NoneFree (the message says how many are leased and which PIDs use the
 // others).
@@ -70,8 +77,10 @@ Result<Pick> pick_instances(const Sysroot& root, const Machine& machine,
 // What pick judges by, for `gpu-mig list`.
 struct InstanceUse {
     MigInstance instance;
-    std::optional<bool> leased; // nullopt: no usable lease file
-    std::vector<pid_t> pids;    // holding its CI cap device, those the caller may see
+    std::optional<bool> leased;       // nullopt: no usable lease, or not the caller's to open
+    bool lease_yours = true;          // false: the caller may not use it (another group's)
+    std::vector<LeaseHolder> holders; // of the lease; root sees everyone's, a user its own
+    std::vector<pid_t> pids;          // holding its CI cap device, those the caller may see
 };
 
 struct InstanceUses {
@@ -86,6 +95,17 @@ struct InstanceUses {
 Result<InstanceUses> instance_uses(const Sysroot& root, const Machine& machine,
                                    const std::vector<MigInstance>& instances,
                                    Diagnostics& diagnostics);
+
+// Root: takes the lease of `key` ("gpu1/gi7/ci0" or "gpu1-gi7-ci0") back
+// by replacing its lease, so the holder's lock no longer counts. The holder
+// itself runs on (kill it if it must stop).
+struct LeaseRelease {
+    MigInstance instance;
+    bool was_held = false;
+    std::vector<LeaseHolder> holders; // who held it
+};
+Result<LeaseRelease> release_lease(const Sysroot& root, const std::vector<MigInstance>& instances,
+                                   std::string_view key);
 
 // Runs argv (PATH searched) in this process with CUDA_VISIBLE_DEVICES set to
 // `visible`, the lease fds inherited (their O_CLOEXEC cleared): the leases
