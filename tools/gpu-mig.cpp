@@ -7,13 +7,7 @@
 #include "common/exit_codes.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
-#include "gpuinit/mig/gres.hpp"
-#include "gpuinit/mig/leases.hpp"
-#include "gpuinit/mig/names_file.hpp"
-#include "gpuinit/mig/names_source.hpp"
-#include "gpuinit/mig/pick.hpp"
-#include "gpuinit/mig/slurm_env.hpp"
-#include "gpuinit/mig/sync.hpp"
+#include "gpuinit/mig/commands.hpp"
 #include "render/mig_report.hpp"
 #include "render/mknod_report.hpp"
 
@@ -119,15 +113,14 @@ std::optional<std::string> env(const char* name) {
     return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
 }
 
+void print_json(const std::string& json) {
+    std::fwrite(json.data(), 1, json.size(), stdout);
+}
+
 int mknod_exit_code(MknodStatus status) {
     return status == MknodStatus::Done      ? kMigOk
            : status == MknodStatus::Partial ? kMigPartial
                                             : kMigCannotRun;
-}
-
-Status name_instances(const Sysroot& root, const MigOptions& options, MigView& view,
-                      Diagnostics& diagnostics) {
-    return name_mig_view(root, {options.smi_output, MigNamesFirst::File}, view, diagnostics);
 }
 
 // sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
@@ -141,8 +134,7 @@ int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions&
     if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
         emit(nodes);
         if (common.json) {
-            std::string json = render_mknod_json(outcome.nodes, context) + "\n";
-            std::fwrite(json.data(), 1, json.size(), stdout);
+            print_json(render_mknod_json(outcome.nodes, context) + "\n");
         }
         return kMigCannotRun;
     }
@@ -155,9 +147,7 @@ int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions&
     MigSyncReport report{outcome.leases, outcome.lease_dir, outcome.view.instances,
                          outcome.view.names_source};
     if (common.json) {
-        std::string json =
-            render_mig_sync_json(report, outcome.nodes, context, outcome.diagnostics, code);
-        std::fwrite(json.data(), 1, json.size(), stdout);
+        print_json(render_mig_sync_json(report, outcome.nodes, context, outcome.diagnostics, code));
     } else {
         emit(nodes);
         emit(render_mig_sync_text(report, outcome.diagnostics, common.verbosity));
@@ -168,45 +158,32 @@ int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions&
 // release (root): the lease of one instance taken back.
 int run_release(const CommonOptions& common, const Sysroot& root, std::string_view key) {
     Diagnostics diagnostics;
-    auto view = read_mig_view(root, diagnostics);
-    if (!view) {
-        return fail(common, view.error(), kMigCannotRun);
-    }
-    auto release = release_lease(root, view->instances, key);
+    auto release = mig::release(root, key, diagnostics);
     if (!release) {
         return fail(common, release.error(), kMigCannotRun);
     }
     if (common.json) {
-        std::string json = render_mig_release_json(*release, diagnostics, kMigOk);
-        std::fwrite(json.data(), 1, json.size(), stdout);
-    } else {
-        Rendered rendered;
-        render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
-        Rendered released = render_mig_release_text(*release, common.verbosity);
-        rendered.out += released.out;
-        rendered.err += released.err;
-        emit(rendered);
+        print_json(render_mig_release_json(*release, diagnostics, kMigOk));
+        return kMigOk;
     }
+    Rendered rendered;
+    render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
+    Rendered released = render_mig_release_text(*release, common.verbosity);
+    rendered.out += released.out;
+    rendered.err += released.err;
+    emit(rendered);
     return kMigOk;
 }
 
 int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     Diagnostics diagnostics;
-    auto view = read_mig_view(root, diagnostics);
-    if (!view) {
-        return fail(common, view.error(), kMigCannotRun);
-    }
-    if (auto named = name_instances(root, options, *view, diagnostics); !named) {
-        return fail(common, named.error(), kMigCannotRun);
-    }
-    auto uses = instance_uses(root, view->machine, view->instances, diagnostics);
+    auto uses = mig::list(root, options.smi_output, diagnostics);
     if (!uses) {
         return fail(common, uses.error(), kMigCannotRun);
     }
     int code = diagnostics.has_errors() ? kMigPartial : kMigOk;
     if (common.json) {
-        std::string json = render_mig_list_json(*uses, diagnostics, code);
-        std::fwrite(json.data(), 1, json.size(), stdout);
+        print_json(render_mig_list_json(*uses, diagnostics, code));
     } else {
         emit(render_mig_list_text(*uses, diagnostics, common.verbosity));
     }
@@ -216,29 +193,16 @@ int run_list(const CommonOptions& common, const Sysroot& root, const MigOptions&
 int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions& options,
              char** command) {
     Diagnostics diagnostics;
-    auto view = read_mig_view(root, diagnostics);
-    if (!view) {
-        return fail(common, view.error(), kMigCannotRun);
-    }
-    std::optional<std::string> cuda_visible = env("CUDA_VISIBLE_DEVICES");
-    std::optional<std::string> nvidia_visible = env("NVIDIA_VISIBLE_DEVICES");
-    // Keys without a profile need no names (nor the time to get them).
-    bool names_needed = options.uuid || !options.profile.empty() ||
-                        (cuda_visible && cuda_visible->find("MIG-") != std::string::npos) ||
-                        (nvidia_visible && nvidia_visible->find("MIG-") != std::string::npos);
-    if (names_needed) {
-        if (auto named = name_instances(root, options, *view, diagnostics); !named) {
-            return fail(common, named.error(), kMigCannotRun);
-        }
-    }
-    PickRequest request;
+    mig::PickCommand pick_command;
+    PickRequest& request = pick_command.request;
     request.profile = options.profile;
     request.count = options.count;
     request.need_uuid = options.uuid;
-    request.cuda_visible_devices = cuda_visible;
-    request.nvidia_visible_devices = nvidia_visible;
+    request.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
+    request.nvidia_visible_devices = env("NVIDIA_VISIBLE_DEVICES");
     request.wait = std::chrono::seconds(options.wait_seconds);
-    auto pick = pick_instances(root, view->machine, view->instances, request, diagnostics);
+    pick_command.smi_output = options.smi_output;
+    auto pick = mig::pick(root, pick_command, diagnostics);
     Rendered rendered;
     render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
     emit(rendered);
@@ -269,129 +233,50 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
     return kMigOk;
 }
 
-Result<GresPlan> gres_plan(const Sysroot& root, const MigOptions& options, MigView& view,
-                           Diagnostics& diagnostics) {
-    if (auto named = name_instances(root, options, view, diagnostics); !named) {
-        return named.error();
-    }
-    std::optional<GresTypeMap> type_map;
-    if (!options.type_map.empty()) {
-        auto text = read_named_file(options.type_map, kGresConfLimit);
-        if (!text) {
-            return text.error();
-        }
-        auto map = parse_gres_type_map(*text, options.type_map);
-        if (!map) {
-            return map.error();
-        }
-        type_map = std::move(*map);
-    }
-    return plan_gres(view.machine, view.instances, options.type_style,
-                     type_map ? &*type_map : nullptr);
-}
-
 int run_gres(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     Diagnostics diagnostics;
-    auto view = read_mig_view(root, diagnostics);
-    if (!view) {
-        return fail(common, view.error(), kMigCannotRun);
-    }
-    auto plan = gres_plan(root, options, *view, diagnostics);
-    if (!plan) {
+    auto gres = mig::gres(
+        root,
+        {options.type_style, options.type_map, options.check, options.node, options.smi_output},
+        diagnostics);
+    if (!gres) {
         Rendered rendered;
         render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
         emit(rendered);
-        return fail(common, plan.error(), kMigCannotRun);
+        return fail(common, gres.error(), kMigCannotRun);
     }
-    if (!options.check.empty()) {
-        auto text = read_named_file(options.check, kGresConfLimit);
-        if (!text) {
-            return fail(common, text.error(), kMigCannotRun);
-        }
-        auto findings =
-            check_gres_conf(*text, options.check, *plan, root, view->machine, options.node);
-        if (!findings) {
-            return fail(common, findings.error(), kMigCannotRun);
-        }
-        int code = findings->empty() ? kMigOk : kMigDiffers;
+    if (gres->findings) {
+        int code = gres->findings->empty() ? kMigOk : kMigDiffers;
         if (common.json) {
-            std::string json = render_gres_check_json(*findings, options.check, diagnostics, code);
-            std::fwrite(json.data(), 1, json.size(), stdout);
+            print_json(render_gres_check_json(*gres->findings, options.check, diagnostics, code));
         } else {
-            emit(render_gres_check_text(*findings, options.check, diagnostics, common.verbosity));
+            emit(render_gres_check_text(*gres->findings, options.check, diagnostics,
+                                        common.verbosity));
         }
         return code;
     }
     Rendered rendered;
     render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
     if (common.json) {
-        rendered.out = render_gres_json(*plan, options.node, diagnostics, kMigOk);
+        rendered.out = render_gres_json(gres->plan, options.node, diagnostics, kMigOk);
     } else if (options.slurm_conf) {
-        rendered.out = render_slurm_gres(*plan) + "\n";
+        rendered.out = render_slurm_gres(gres->plan) + "\n";
     } else {
-        rendered.out = render_gres_conf(*plan, options.node) +
+        rendered.out = render_gres_conf(gres->plan, options.node) +
                        "# slurm.conf: NodeName=" + (options.node.empty() ? "..." : options.node) +
-                       " " + render_slurm_gres(*plan) + "\n";
+                       " " + render_slurm_gres(gres->plan) + "\n";
     }
     emit(rendered);
     return kMigOk;
 }
 
-// The gres.conf slurmd read: --gres-conf (as given), else beside
-// $SLURM_CONF, else Slurm's default (both under --root).
-std::string gres_conf_path(const MigOptions& options) {
-    if (!options.gres_conf.empty()) {
-        return options.gres_conf;
-    }
-    if (auto conf = env("SLURM_CONF"); conf && conf->starts_with('/')) {
-        return conf->substr(0, conf->rfind('/') + 1) + "gres.conf";
-    }
-    return "/etc/slurm/gres.conf";
-}
-
 int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
-    SlurmGpuAllocation allocation;
-    for (const char* variable : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
-        if (auto value = env(variable); value && !value->empty()) {
-            allocation = {variable, *value};
-            break;
-        }
-    }
     Diagnostics diagnostics;
-    std::vector<std::string> ids;
-    if (allocation.variable.empty()) {
-        // A job without GPUs: nothing to change.
-        if (common.json) {
-            std::string json = render_env_json("", "", ids, diagnostics, kMigOk);
-            std::fwrite(json.data(), 1, json.size(), stdout);
-        }
-        return kMigOk;
-    }
-    std::string conf = gres_conf_path(options);
-    std::string shown =
-        options.gres_conf.empty() ? root.display(strip_slashes(conf)) : options.gres_conf;
-    auto text = options.gres_conf.empty() ? root.read_file(strip_slashes(conf), kGresConfLimit)
-                                          : read_named_file(conf, kGresConfLimit);
-    if (!text) {
-        return fail(common, text.error(), kMigCannotRun);
-    }
-    std::string node = env("SLURMD_NODENAME").value_or("");
-    auto records = parse_gres_conf(*text, shown, node);
-    if (!records) {
-        return fail(common, records.error(), kMigCannotRun);
-    }
-    auto view = read_mig_view(root, diagnostics);
-    if (!view) {
-        return fail(common, view.error(), kMigCannotRun);
-    }
-    // Whole GPUs need no names: ask for them only when a MIG UUID is missing.
-    auto found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
-    if (!found) {
-        if (auto named = name_instances(root, options, *view, diagnostics); !named) {
-            return fail(common, named.error(), kMigCannotRun);
-        }
-        found = cuda_ids_for_slurm(allocation, *records, shown, view->machine, view->instances);
-    }
+    auto found =
+        mig::slurm_env(root,
+                       {env("SLURM_STEP_GPUS"), env("SLURM_JOB_GPUS"), env("SLURM_CONF"),
+                        env("SLURMD_NODENAME").value_or(""), options.gres_conf, options.smi_output},
+                       diagnostics);
     if (!found) {
         Rendered rendered;
         render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
@@ -403,21 +288,22 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
         emit(rendered);
         return fail(common, found.error(), kMigCannotRun);
     }
-    ids = std::move(*found);
-    std::string list;
-    for (const std::string& id : ids) {
-        list += (list.empty() ? "" : ",") + id;
-    }
     if (common.json) {
-        std::string json =
-            render_env_json(allocation.variable, allocation.indices, ids, diagnostics, kMigOk);
-        std::fwrite(json.data(), 1, json.size(), stdout);
+        print_json(render_env_json(found->allocation.variable, found->allocation.indices,
+                                   found->ids, diagnostics, kMigOk));
         return kMigOk;
+    }
+    if (found->allocation.variable.empty()) {
+        return kMigOk; // a job without GPUs: nothing to change
     }
     Rendered rendered;
     render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
     // slurmstepd reads "export NAME=VALUE" lines from a TaskProlog's stdout.
-    rendered.out = "export CUDA_VISIBLE_DEVICES=" + list + "\n";
+    rendered.out = "export CUDA_VISIBLE_DEVICES=";
+    for (size_t i = 0; i < found->ids.size(); ++i) {
+        rendered.out += (i == 0 ? "" : ",") + found->ids[i];
+    }
+    rendered.out += "\n";
     emit(rendered);
     return kMigOk;
 }
