@@ -331,9 +331,9 @@ std::string render_json(const limit::PassReport& report) {
     return json.str() + "\n";
 }
 
-std::string answer(void* context, const char* data, size_t size,
-                   const limit::PeerCredentials& peer) {
-    return static_cast<limit::DaemonCore*>(context)->handle_datagram(data, size, peer);
+std::string answer(void* context, const char* data, size_t size, const limit::PeerCredentials& peer,
+                   int passed_fd) {
+    return static_cast<limit::DaemonCore*>(context)->handle_datagram(data, size, peer, passed_fd);
 }
 
 // The pid file <state-dir>/daemon.pid, locked for the daemon's life: a

@@ -10,11 +10,15 @@
 // writes may crash the daemon, grow its memory without bound, or make it act
 // on another group or on a process that is not the group's:
 // - Registration: the host pid is SO_PEERCRED's, never the message's. The
-//   daemon believes "I own slot S of group G" only when that very process
-//   holds, through one of its own fds (/proc/<pid>/fdinfo/*, "lock:" lines),
-//   the OFD write lock on slot S's byte of G's state file (same device and
-//   inode as the daemon's own open). A process can hold that lock only if it
-//   opened G's state, and only one description holds it at a time.
+//   daemon believes "I own slot S of group G" only when the descriptor the
+//   process sent with its request (SCM_RIGHTS) is an open of G's state file
+//   (same device and inode as the daemon's own open) whose description
+//   holds the OFD write lock on slot S's byte: the daemon's own open sees
+//   the byte held, the sent one sees no other holder (F_OFD_GETLK). A
+//   process can hold that lock only if it opened G's state, and only one
+//   description holds it at a time. The check costs the same whatever the
+//   number of fds the process has (it used to read /proc/<pid>/fdinfo).
+//   Every refusal past the datagram's syntax is one reason, "refused".
 // - The daemon never believes the state file's host_pid fields (a group's
 //   processes can write their own state): it keeps its own table of verified
 //   registrations and writes host_pid for `gpu-limit status` only.
@@ -201,8 +205,11 @@ class DaemonCore {
     DaemonCore(const DaemonCore&) = delete;
     DaemonCore& operator=(const DaemonCore&) = delete;
 
-    // One registration datagram: the reply, "OK\n" or "ERR <reason>\n".
-    std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer);
+    // One registration datagram and the descriptor that came with it (-1:
+    // none; the caller keeps it and closes it): the reply, "OK\n" or
+    // "ERR <reason>\n" (daemon_protocol.hpp).
+    std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer,
+                                int slot_fd);
 
     // One sampling pass: groups found or gone, registrations of dead
     // processes dropped, processes mapped, a compute step, external memory
@@ -223,6 +230,9 @@ class DaemonCore {
     void close_all();
 
     size_t group_count() const { return groups_.size(); }
+    // Opens the group as discovery does: "" when it is watched, else why
+    // not (the reason its log gives; a registration only hears "refused").
+    std::string try_open(const std::string& group);
     // Verified registrations of a group (slot -> host pid), for tests.
     std::map<int, int32_t> registrations(const std::string& group) const;
 
@@ -304,15 +314,46 @@ bool container_id_like(std::string_view group);
 // ---------------------------------------------------------------------------
 // The registration socket: AF_UNIX SOCK_SEQPACKET, 0666 (container processes
 // of any uid connect; SO_PEERCRED says who), non-blocking, bounded: at most
-// kMaxConnections waiting for their datagram, each for at most a second;
-// a datagram of kDaemonMaxMessage bytes or more is refused unread.
+// kMaxConnections waiting for their datagram, each for at most a second
+// from connect; a datagram of kDaemonMaxMessage bytes or more is refused
+// unread, and only one descriptor beside it is kept.
+//
+// Bounded per peer, not per uid: rootful containers without a user
+// namespace all connect as uid 0, so a bound per uid would let one
+// container use up every other's share. A peer is its uid, and for uid 0
+// its pid namespace too (the inode of /proc/<pid>/ns/pid; any other user
+// makes namespaces at will, so they would not bound it): at most kPerPeer
+// connections at a time and kRequestsPerSecond requests a second each. The
+// last kRootReserve places of the table are only for root of the daemon's
+// own pid namespace (the host's root: `gpu-limit status`, probes).
+
+struct PeerKey {
+    uint32_t uid = 0;
+    uint64_t pid_namespace = 0; // uid 0 only; 0: could not be read (such peers share)
+    bool operator<(const PeerKey& other) const {
+        return uid != other.uid ? uid < other.uid : pid_namespace < other.pid_namespace;
+    }
+    bool operator==(const PeerKey& other) const {
+        return uid == other.uid && pid_namespace == other.pid_namespace;
+    }
+};
 
 class RegistrationServer {
   public:
     static constexpr size_t kMaxConnections = 64;
+    static constexpr size_t kRootReserve = 8;
+    static constexpr size_t kPerPeer = 4;
+    static constexpr uint32_t kRequestsPerSecond = 64;
     static constexpr uint64_t kConnectionTimeoutNs = 1'000'000'000;
-    // Accepts per service() call, so that a flood cannot starve sampling.
-    static constexpr int kAcceptsPerService = 256;
+    // Accepts per window of kAcceptWindowNs: past it, the listener is not
+    // polled until the next window, and further clients wait in the
+    // kernel's backlog (or are refused there when it is full). A flood of
+    // connections, even ones refused at once, then costs the daemon a
+    // bounded share of a CPU, and the compute steps keep their period.
+    static constexpr int kAcceptsPerWindow = 128;
+    static constexpr uint64_t kAcceptWindowNs = 25'000'000;
+    // Peers whose request rate is remembered (the oldest are forgotten).
+    static constexpr size_t kMaxRememberedPeers = 1024;
 
     // Binds `path` (removing a stale socket there first: the caller holds the
     // daemon's pid lock, so no other daemon uses it).
@@ -325,9 +366,10 @@ class RegistrationServer {
     // Readable when anything is to be done (an epoll fd: poll it).
     int fd() const { return epoll_.get(); }
     // Handles what is ready, without blocking. `handler` answers one
-    // datagram.
+    // datagram and the descriptor sent with it (-1: none; closed by the
+    // server afterwards).
     using Handler = std::string (*)(void* context, const char* data, size_t size,
-                                    const PeerCredentials& peer);
+                                    const PeerCredentials& peer, int passed_fd);
     void service(uint64_t now_ns, Handler handler, void* context);
     size_t connections() const { return connections_.size(); }
     // Removes the socket file (a clean stop).
@@ -336,17 +378,36 @@ class RegistrationServer {
   private:
     RegistrationServer() = default;
     void accept_some(uint64_t now_ns);
-    void answer(int fd, Handler handler, void* context);
+    void answer(int fd, uint64_t now_ns, Handler handler, void* context);
     void drop(int fd);
+    PeerKey key_of(const PeerCredentials& credentials) const;
+    bool host_root(const PeerKey& key) const {
+        return key.uid == 0 && key.pid_namespace != 0 && key.pid_namespace == own_namespace_;
+    }
+    // Whether the peer may send one more request now (its bucket).
+    bool take_request(const PeerKey& key, uint64_t now_ns);
 
     std::string path_;
     UniqueFd listener_;
     UniqueFd epoll_;
+    UniqueFd proc_; // /proc, for the peers' pid namespaces
+    int accepts_left_ = kAcceptsPerWindow;
+    uint64_t window_start_ns_ = 0;
+    bool listening_ = true; // the listener is in the epoll set
+    uint64_t own_namespace_ = 0;
     struct Connection {
         UniqueFd fd;
         uint64_t accepted_ns = 0;
+        PeerKey peer;
+        PeerCredentials credentials;
     };
     std::map<int, Connection> connections_; // by fd
+    std::map<PeerKey, size_t> open_by_peer_;
+    struct Bucket {
+        double tokens = 0;
+        uint64_t refilled_ns = 0;
+    };
+    std::map<PeerKey, Bucket> buckets_;
 };
 
 } // namespace gpuinit::limit
