@@ -487,6 +487,7 @@ DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string
     }
     Group* raw = group.get();
     groups_[name] = std::move(group);
+    ++groups_generation_;
     return raw;
 }
 
@@ -773,9 +774,13 @@ PassReport DaemonCore::sample() {
         if (!start) {
             return nullptr; // gone already, or not in our pid namespace
         }
-        if (cached == cgroup_cache_.end() || cached->second.start_time != *start) {
+        // A "no group" answer is asked again once a group was opened since:
+        // the process may have started before its group's state file.
+        if (cached == cgroup_cache_.end() || cached->second.start_time != *start ||
+            (cached->second.group.empty() && cached->second.generation != groups_generation_)) {
             CgroupCache entry;
             entry.start_time = *start;
+            entry.generation = groups_generation_;
             if (auto text = root_.read_file(pid_path(pid, "cgroup"), kSmallFileLimit)) {
                 for (auto& [name, group] : groups_) {
                     if (container_id_like(name) && cgroup_names_group(*text, name)) {

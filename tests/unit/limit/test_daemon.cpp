@@ -522,6 +522,23 @@ TEST_F(DaemonTest, ProcessesFoundByCgroupAndByRegistration) {
     EXPECT_EQ(device_of(report)->processes.size(), 1u);
 }
 
+// F6: a GPU process first seen before its group's state file exists is
+// looked up again once groups change, not left out of the accounting for
+// as long as it runs.
+TEST_F(DaemonTest, ANoGroupAnswerIsLookedUpAgainWhenGroupsChange) {
+    fake_process(5000, 600, std::string("0::/system.slice/docker-") + kContainer + ".scope\n");
+    nvml.running = {{5000, 20 * kOneMiB}};
+    PassReport report = core().sample();
+    EXPECT_TRUE(report.groups.empty());
+    make_group(kContainer);
+    report = core().sample();
+    const PassDevice* device = device_of(report);
+    ASSERT_NE(device, nullptr);
+    ASSERT_EQ(device->processes.size(), 1u);
+    EXPECT_EQ(device->processes.front().pid, 5000);
+    EXPECT_EQ(device->measured, 20 * kOneMiB);
+}
+
 TEST_F(DaemonTest, ShortGroupNamesAreNotMatchedByCgroup) {
     make_group("job1");
     fake_process(5000, 600, "0::/user.slice/job1.scope\n");

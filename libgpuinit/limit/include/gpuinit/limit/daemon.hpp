@@ -254,12 +254,15 @@ class DaemonCore {
     DaemonEffects& effects_;
     std::map<std::string, std::unique_ptr<Group>> groups_;
     // pid -> (group name or "", start time) from cgroup lookups, kept while
-    // the pid stays on a GPU.
+    // the pid stays on a GPU. A "no group" answer holds only while the set
+    // of groups is the one it was looked up against (groups_generation_).
     struct CgroupCache {
         std::string group;
         uint64_t start_time = 0;
+        uint64_t generation = 0;
         bool seen = false;
     };
+    uint64_t groups_generation_ = 0; // counts the groups opened
     std::map<int32_t, CgroupCache> cgroup_cache_;
     // Groups that could not be opened, said once each (forgotten when their
     // directory goes).
