@@ -12,7 +12,7 @@ set(GPUINIT_ALLOWED_service "fs;base")
 set(GPUINIT_ALLOWED_persist "service;host;fs;base")
 set(GPUINIT_ALLOWED_mig "devnodes;host;nvml;fs;base")
 set(GPUINIT_ALLOWED_limit_core "")
-set(GPUINIT_ALLOWED_limit "limit_core;nvml;fs;base")
+set(GPUINIT_ALLOWED_limit "limit_core;service;nvml;fs;base")
 
 function(gpuinit_check_layers)
   get_property(layers GLOBAL PROPERTY GPUINIT_LAYERS)

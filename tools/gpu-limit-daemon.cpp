@@ -5,7 +5,6 @@
 #include "common/limit_commands.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/limit/daemon_run.hpp"
-#include "gpuinit/persist/service.hpp"
 #include "render/limit_daemon_report.hpp"
 
 #include <cstdio>
@@ -144,13 +143,7 @@ int limit_daemon_main(int argc, char** argv) {
         return kLimitOk;
     }
     args.daemonize = !foreground;
-    auto notifier = Notifier::from_environment();
-    auto notify = [&](std::string_view state) {
-        if (notifier && notifier->active()) {
-            (void)notifier->send(state);
-        }
-    };
-    switch (limit::run_limit_daemon(args, notify)) {
+    switch (limit::run_limit_daemon(args)) {
     case limit::LimitDaemonOutcome::Stopped:
         return kLimitOk;
     case limit::LimitDaemonOutcome::NoNvml:

@@ -4,26 +4,25 @@
 #include "gpuinit/base/spawn.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/base/unique_fd.hpp"
+#include "gpuinit/fs/safe_fs.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/limit/daemon_nvml.hpp"
 #include "gpuinit/nvml/library.hpp"
+#include "gpuinit/service/event_loop.hpp"
+#include "gpuinit/service/log.hpp"
+#include "gpuinit/service/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/file.h>
-#include <sys/signalfd.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
-#include <syslog.h>
 #include <unistd.h>
 
 namespace gpuinit::limit {
@@ -34,60 +33,38 @@ constexpr std::chrono::milliseconds kOomScriptTimeout{10'000};
 // A pass due within this of a tick runs on it (ticks jitter).
 constexpr uint64_t kTickSlackNs = 2'000'000;
 
+// Arms the timer to tick every `period_ns`.
+void arm(int timer, uint64_t period_ns) {
+    itimerspec period{};
+    period.it_interval.tv_sec = static_cast<time_t>(period_ns / 1'000'000'000);
+    period.it_interval.tv_nsec = static_cast<long>(period_ns % 1'000'000'000);
+    period.it_value = period.it_interval;
+    ::timerfd_settime(timer, 0, &period, nullptr);
+}
+
 uint64_t clock_ns(clockid_t clock) {
     timespec now{};
     ::clock_gettime(clock, &now);
     return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
-// The daemon's log: stderr (with sd-daemon level prefixes under the
-// journal) in the foreground, syslog as a SysV daemon. Every line starts
-// with "gpu-limit daemon: ".
-class DaemonLog {
-  public:
-    DaemonLog(bool use_syslog, int verbosity)
-        : syslog_(use_syslog), journal_(std::getenv("JOURNAL_STREAM") != nullptr),
-          verbosity_(verbosity) {
-        if (syslog_) {
-            ::openlog("gpu-limit", LOG_PID | LOG_NDELAY, LOG_DAEMON);
-        }
-    }
-    void error(std::string_view message) const { write(LOG_ERR, message); }
-    void warning(std::string_view message) const { write(LOG_WARNING, message); }
-    void info(std::string_view message) const { write(LOG_INFO, message); }
-    void diagnostic(const Diagnostic& diagnostic) const { error(diagnostic.text()); }
+// The daemon's log (service's: stderr with sd-daemon prefixes under the
+// journal, or syslog). DaemonCore's lines name the daemon already.
+constexpr std::string_view kLogIdent = "gpu-limit daemon";
 
-  private:
-    void write(int priority, std::string_view message) const {
-        if (priority == LOG_INFO && verbosity_ < 0) {
-            return;
-        }
-        constexpr std::string_view kPrefix = "gpu-limit daemon: ";
-        std::string line = printable(message);
-        if (line.compare(0, kPrefix.size(), kPrefix) != 0) {
-            line.insert(0, kPrefix);
-        }
-        if (syslog_) {
-            ::syslog(priority, "%s", line.c_str());
-            return;
-        }
-        std::fprintf(stderr, "%s%s\n", journal_ ? format("<%d>", priority).c_str() : "",
-                     line.c_str());
-    }
-
-    bool syslog_;
-    bool journal_;
-    int verbosity_;
-};
+std::string_view unprefixed(std::string_view line) {
+    constexpr std::string_view kPrefix = "gpu-limit daemon: ";
+    return line.substr(0, kPrefix.size()) == kPrefix ? line.substr(kPrefix.size()) : line;
+}
 
 // What the daemon does to this machine.
 class HostEffects final : public DaemonEffects {
   public:
-    HostEffects(const Sysroot& root, const DaemonLog& log) : root_(root), log_(log) {}
+    HostEffects(const Sysroot& root, const Log& log) : root_(root), log_(log) {}
 
     uint64_t monotonic_ns() override { return clock_ns(CLOCK_MONOTONIC); }
     uint64_t realtime_us() override { return clock_ns(CLOCK_REALTIME) / 1000; }
-    void log(std::string_view line) override { log_.info(line); }
+    void log(std::string_view line) override { log_.info(unprefixed(line)); }
 
     void kill_process(int32_t pid, uint64_t start_time) override {
         // A pidfd pins the process: checked, then signalled, with no window
@@ -125,7 +102,7 @@ class HostEffects final : public DaemonEffects {
 
   private:
     const Sysroot& root_;
-    const DaemonLog& log_;
+    const Log& log_;
 };
 
 std::string answer(void* context, const char* data, size_t size, const PeerCredentials& peer,
@@ -133,45 +110,25 @@ std::string answer(void* context, const char* data, size_t size, const PeerCrede
     return static_cast<DaemonCore*>(context)->handle_datagram(data, size, peer, passed_fd);
 }
 
-// The pid file <state-dir>/daemon.pid, locked for the daemon's life: a
-// second daemon finds it locked and stops (the socket is the first one's).
-Result<UniqueFd> take_pid_file(const std::string& state_dir) {
-    std::string path = state_dir + "/daemon.pid";
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-        return errno_error("open " + path);
+// The state directory, a host path: made 0755 if missing (containers reach
+// the socket in it; each group's directory is 0700 on its own), opened
+// without following a symlink on the way, and it must be this uid's and
+// writable by nobody else.
+Result<SafeDir> open_state_dir(const Sysroot& host, const std::string& path) {
+    auto dir = SafeDir::open(host, std::string_view(path).substr(1), 0755);
+    if (!dir) {
+        return dir.error();
     }
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = {};
-        ssize_t got = ::pread(fd.get(), pid, sizeof pid - 1, 0);
-        std::string holder = got > 0 ? std::string(trim(std::string_view(pid, size_t(got)))) : "?";
-        return error("another daemon runs (pid " + holder + ", " + path + " is locked)", EEXIST);
+    auto status = dir->stat_self();
+    if (!status) {
+        return status.error();
     }
-    std::string text = format("%d\n", static_cast<int>(::getpid()));
-    if (::ftruncate(fd.get(), 0) != 0 ||
-        ::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
-        return errno_error("write " + path);
-    }
-    return fd;
-}
-
-// The state directory: root-owned 0755 (containers reach the socket in it;
-// each group's directory is 0700 on its own).
-Status make_state_dir(const std::string& path) {
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-        return errno_error("mkdir " + path);
-    }
-    struct stat status {};
-    if (::lstat(path.c_str(), &status) != 0) {
-        return errno_error("stat " + path);
-    }
-    if (!S_ISDIR(status.st_mode) || status.st_uid != ::geteuid() ||
-        (status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    if (status->st_uid != ::geteuid() || (status->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         return error(path + " must be a directory owned by uid " + std::to_string(::geteuid()) +
-                     " and writable by nobody else (mode " + format_mode(status.st_mode & 07777) +
-                     ", uid " + std::to_string(status.st_uid) + ")");
+                     " and writable by nobody else (mode " + format_mode(status->st_mode & 07777) +
+                     ", uid " + std::to_string(status->st_uid) + ")");
     }
-    return {};
+    return dir;
 }
 
 DaemonConfig config_of(const LimitDaemonOptions& options) {
@@ -193,7 +150,7 @@ Result<LimitDaemonPass> run_limit_daemon_once(const LimitDaemonOptions& options)
     if (!root) {
         return root.error();
     }
-    DaemonLog log(false, options.verbosity);
+    Log log(kLogIdent, false, options.verbosity);
     LibraryNvml nvml;
     HostEffects effects(*root, log);
     DaemonCore core(*root, config_of(options), nvml, effects);
@@ -205,103 +162,86 @@ Result<LimitDaemonPass> run_limit_daemon_once(const LimitDaemonOptions& options)
     return pass;
 }
 
-LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options,
-                                    const std::function<void(std::string_view)>& notify) {
+LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options) {
     if (!limit_daemon_supported()) {
         return LimitDaemonOutcome::NoNvml;
     }
-    DaemonLog log(options.daemonize, options.verbosity);
+    Log log(kLogIdent, options.daemonize, options.verbosity);
+    // A SysV start says why it could not start on the caller's terminal too.
+    log.set_also_stderr(options.daemonize);
     auto root = Sysroot::open(options.root);
-    if (!root) {
-        log.diagnostic(root.error());
+    auto host = Sysroot::open("/");
+    if (!root || !host) {
+        log.diagnostic(!root ? root.error() : host.error());
         return LimitDaemonOutcome::StartFailed;
     }
-    if (Status made = make_state_dir(options.state_dir); !made) {
-        log.diagnostic(made.error());
+    auto state_dir = open_state_dir(*host, options.state_dir);
+    if (!state_dir) {
+        log.diagnostic(state_dir.error());
         return LimitDaemonOutcome::StartFailed;
     }
-    // SysV: the parent returns once the child listens (or failed).
-    int ready_pipe[2] = {-1, -1};
+    // SysV: the caller's process returns once the daemon listens (or
+    // failed to start).
+    UniqueFd ready;
     if (options.daemonize) {
-        if (::pipe2(ready_pipe, O_CLOEXEC) != 0) {
-            log.error(std::string("pipe: ") + std::strerror(errno));
+        auto detached = service::detach(ready);
+        if (!detached) {
+            log.diagnostic(detached.error());
             return LimitDaemonOutcome::StartFailed;
         }
-        pid_t pid = ::fork();
-        if (pid < 0) {
-            log.error(std::string("fork: ") + std::strerror(errno));
-            return LimitDaemonOutcome::StartFailed;
+        if (detached->has_value()) {
+            return **detached == 0 ? LimitDaemonOutcome::Stopped : LimitDaemonOutcome::StartFailed;
         }
-        if (pid > 0) {
-            ::close(ready_pipe[1]);
-            char status = 1;
-            ssize_t got = ::read(ready_pipe[0], &status, 1);
-            ::close(ready_pipe[0]);
-            return got == 1 && status == 0 ? LimitDaemonOutcome::Stopped
-                                           : LimitDaemonOutcome::StartFailed;
-        }
-        ::close(ready_pipe[0]);
-        ::setsid();
         if (::chdir("/") != 0) {
-            ::_exit(1);
-        }
-        UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
-        if (null.valid()) {
-            ::dup2(null.get(), STDIN_FILENO);
-            ::dup2(null.get(), STDOUT_FILENO);
-            ::dup2(null.get(), STDERR_FILENO);
+            service::report_ready(ready, 1);
+            return LimitDaemonOutcome::StartFailed;
         }
     }
-    auto tell_parent = [&](char status) {
-        if (ready_pipe[1] >= 0) {
-            (void)!::write(ready_pipe[1], &status, 1);
-            ::close(ready_pipe[1]);
-            ready_pipe[1] = -1;
-        }
+    auto failed = [&](const Diagnostic& diagnostic) {
+        log.diagnostic(diagnostic);
+        service::report_ready(ready, 1);
+        return LimitDaemonOutcome::StartFailed;
     };
+    // A second daemon finds the lock held and stops (the socket is the
+    // first one's).
+    auto pid_lock = service::PidLock::acquire(*state_dir, "daemon.pid", ::geteuid(), ::getegid());
+    if (!pid_lock) {
+        return failed(pid_lock.error());
+    }
+    auto notifier = Notifier::from_environment();
     // NVML after the fork: its threads (if any) belong to the daemon.
     LibraryNvml nvml;
     const std::string& nvml_problem = nvml.problem();
     HostEffects effects(*root, log);
     DaemonCore core(*root, config_of(options), nvml, effects);
 
-    auto pid_file = take_pid_file(options.state_dir);
-    if (!pid_file) {
-        log.diagnostic(pid_file.error());
-        tell_parent(1);
-        return LimitDaemonOutcome::StartFailed;
-    }
     const std::string socket_path =
         options.socket.empty() ? options.state_dir + "/daemon.sock" : options.socket;
     auto server = RegistrationServer::listen(socket_path);
     if (!server) {
-        log.diagnostic(server.error());
-        tell_parent(1);
-        return LimitDaemonOutcome::StartFailed;
+        return failed(server.error());
     }
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-    UniqueFd signals(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+    bool running = true;
+    service::EventLoop loop;
+    if (auto opened = loop.open({SIGTERM, SIGINT, SIGHUP},
+                                [&](const signalfd_siginfo& info) {
+                                    if (info.ssi_signo != SIGHUP) {
+                                        running = false;
+                                    }
+                                });
+        !opened) {
+        return failed(opened.error());
+    }
     UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    if (!signals.valid() || !timer.valid()) {
-        log.error(std::string("signalfd/timerfd: ") + std::strerror(errno));
-        tell_parent(1);
-        return LimitDaemonOutcome::StartFailed;
+    if (!timer.valid()) {
+        return failed(errno_error("timerfd_create"));
     }
     // The timer ticks every control period (the compute gate moves in these
     // quanta, as under the in-process driver); a full pass (process lists,
     // memory, OOM) runs on the tick at or after each interval.
-    itimerspec period{};
-    period.it_interval.tv_sec = 0;
-    period.it_interval.tv_nsec = static_cast<long>(kControlPeriodNs);
-    period.it_value = period.it_interval;
     const uint64_t interval_ns = options.interval_ms * 1'000'000;
     uint64_t next_pass_ns = 0;
-    ::timerfd_settime(timer.get(), 0, &period, nullptr);
+    arm(timer.get(), kControlPeriodNs);
 
     if (!nvml_problem.empty()) {
         log.warning(nvml_problem +
@@ -319,52 +259,47 @@ LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options,
                     "25 ms",
                     socket_path.c_str(), options.state_dir.c_str(),
                     static_cast<unsigned long long>(options.interval_ms)));
-    tell_parent(0);
-    if (notify) {
-        notify("READY=1\nSTATUS=listening on " + socket_path);
+    auto tick = [&](uint32_t /*events*/) {
+        uint64_t expirations = 0;
+        (void)!::read(timer.get(), &expirations, sizeof expirations);
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
+        // Also the socket's connection deadlines, looked at every tick.
+        server->service(now, answer, &core);
+        if (now >= next_pass_ns) {
+            (void)core.sample();
+            next_pass_ns = now + interval_ns - std::min(interval_ns, kTickSlackNs);
+        } else {
+            core.step_compute();
+        }
+    };
+    auto requests = [&](uint32_t /*events*/) {
+        server->service(clock_ns(CLOCK_MONOTONIC), answer, &core);
+    };
+    if (auto watched = loop.watch(timer.get(), EPOLLIN, tick); !watched) {
+        return failed(watched.error());
     }
-
-    bool running = true;
+    if (auto watched = loop.watch(server->fd(), EPOLLIN, requests); !watched) {
+        return failed(watched.error());
+    }
+    service::report_ready(ready, 0);
+    if (options.daemonize) {
+        service::close_stdio();
+    }
+    if (notifier && notifier->active()) {
+        (void)notifier->send("READY=1\nSTATUS=listening on " + socket_path);
+    }
     while (running) {
-        pollfd fds[3] = {
-            {server->fd(), POLLIN, 0}, {signals.get(), POLLIN, 0}, {timer.get(), POLLIN, 0}};
-        // The server's connection timeouts need a look now and then even
-        // when nothing arrives: the compute timer provides it.
-        if (::poll(fds, 3, -1) < 0 && errno != EINTR) {
-            log.error(std::string("poll: ") + std::strerror(errno));
+        if (auto ran = loop.run_once(); !ran) {
+            log.diagnostic(ran.error());
             break;
         }
-        if ((fds[1].revents & POLLIN) != 0) {
-            signalfd_siginfo info{};
-            while (::read(signals.get(), &info, sizeof info) == sizeof info) {
-                if (info.ssi_signo != SIGHUP) {
-                    running = false;
-                }
-            }
-        }
-        if ((fds[0].revents & POLLIN) != 0) {
-            server->service(clock_ns(CLOCK_MONOTONIC), answer, &core);
-        }
-        if ((fds[2].revents & POLLIN) != 0) {
-            uint64_t expirations = 0;
-            (void)!::read(timer.get(), &expirations, sizeof expirations);
-            uint64_t now = clock_ns(CLOCK_MONOTONIC);
-            server->service(now, answer, &core);
-            if (now >= next_pass_ns) {
-                (void)core.sample();
-                next_pass_ns = now + interval_ns - std::min(interval_ns, kTickSlackNs);
-            } else {
-                core.step_compute();
-            }
-        }
     }
-    if (notify) {
-        notify("STOPPING=1");
+    if (notifier && notifier->active()) {
+        (void)notifier->send("STOPPING=1");
     }
     core.close_all();
     server->unlink_socket();
-    std::string pid_path = options.state_dir + "/daemon.pid";
-    ::unlink(pid_path.c_str());
+    pid_lock->remove();
     log.info("stopped");
     return LimitDaemonOutcome::Stopped;
 }

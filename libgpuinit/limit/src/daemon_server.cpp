@@ -76,12 +76,8 @@ Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
         ::unlink(fresh.c_str());
         return errno_error("rename " + fresh + " to " + path);
     }
-    // The peers' pid namespaces are read at accept, one fstatat each.
+    // The peers' namespaces are read at accept (service::identify_peer).
     server.proc_.reset(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    struct stat own {};
-    if (server.proc_.valid() && ::fstatat(server.proc_.get(), "self/ns/pid", &own, 0) == 0) {
-        server.own_namespace_ = own.st_ino;
-    }
     server.epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
     if (!server.epoll_.valid()) {
         return errno_error("epoll_create1");
@@ -117,23 +113,7 @@ void RegistrationServer::drop(int fd) {
     connections_.erase(found); // closes it
 }
 
-PeerKey RegistrationServer::key_of(const PeerCredentials& credentials) const {
-    PeerKey key;
-    key.uid = credentials.uid;
-    struct stat status {};
-    const std::string leaf = std::to_string(credentials.pid) + "/ns/pid";
-    // A uid other than 0 is one peer whatever namespaces it is in (any user
-    // makes as many as it likes); uid 0 is the host's root or the root of a
-    // rootful container without a user namespace: told apart by pid
-    // namespace.
-    if (credentials.uid == 0 && credentials.pid > 0 && proc_.valid() &&
-        ::fstatat(proc_.get(), leaf.c_str(), &status, 0) == 0) {
-        key.pid_namespace = status.st_ino;
-    }
-    return key;
-}
-
-bool RegistrationServer::take_request(const PeerKey& key, uint64_t now_ns) {
+bool RegistrationServer::take_request(const service::PeerKey& key, uint64_t now_ns) {
     auto found = buckets_.find(key);
     if (found == buckets_.end()) {
         if (buckets_.size() >= kMaxRememberedPeers) {
@@ -166,21 +146,16 @@ void RegistrationServer::accept_some(uint64_t now_ns) {
         if (!fd.valid()) {
             return; // EAGAIN, or an error of that one connection (ECONNABORTED, EMFILE)
         }
-        ucred credentials{};
-        socklen_t length = sizeof credentials;
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-            continue;
-        }
-        const PeerCredentials who{static_cast<int32_t>(credentials.pid), credentials.uid,
-                                  credentials.gid};
-        const PeerKey peer = key_of(who);
+        const service::Peer who = service::identify_peer(fd.get(), proc_.get());
+        const service::PeerKey peer = who.key();
+        const bool host_root = who.host_root();
         const size_t general = kMaxConnections - kRootReserve;
         auto count = open_by_peer_.find(peer);
         const size_t mine = count == open_by_peer_.end() ? 0 : count->second;
-        const bool room = host_root(peer) ? connections_.size() < kMaxConnections
-                                          : connections_.size() < general && mine < kPerPeer;
+        const bool room = host_root ? connections_.size() < kMaxConnections
+                                    : connections_.size() < general && mine < kPerPeer;
         // Root of the host is not rate-bounded: its requests are its own.
-        if (!room || (!host_root(peer) && !take_request(peer, now_ns))) {
+        if (!room || (!host_root && !take_request(peer, now_ns))) {
             // The client hears why at once instead of waiting.
             (void)::send(fd.get(), kReplyBusy, std::strlen(kReplyBusy),
                          MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -193,7 +168,10 @@ void RegistrationServer::accept_some(uint64_t now_ns) {
             continue;
         }
         int key = fd.get();
-        connections_[key] = Connection{std::move(fd), now_ns, peer, who};
+        connections_[key] = Connection{std::move(fd), now_ns, peer, host_root,
+                                       PeerCredentials{static_cast<int32_t>(who.credentials.pid),
+                                                       static_cast<uint32_t>(who.credentials.uid),
+                                                       static_cast<uint32_t>(who.credentials.gid)}};
         ++open_by_peer_[peer];
     }
 }

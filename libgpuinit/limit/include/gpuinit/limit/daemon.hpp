@@ -55,6 +55,7 @@
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/limit/compute.hpp"
 #include "gpuinit/limit/group_state.hpp"
+#include "gpuinit/service/peer.hpp"
 
 #include <cstdint>
 #include <map>
@@ -323,23 +324,12 @@ bool container_id_like(std::string_view group);
 //
 // Bounded per peer, not per uid: rootful containers without a user
 // namespace all connect as uid 0, so a bound per uid would let one
-// container use up every other's share. A peer is its uid, and for uid 0
-// its pid namespace too (the inode of /proc/<pid>/ns/pid; any other user
-// makes namespaces at will, so they would not bound it): at most kPerPeer
+// container use up every other's share. A peer is the service layer's
+// PeerKey (service/peer.hpp): its uid, and for uid 0 its pid namespace too
+// (any other user makes namespaces at will): at most kPerPeer
 // connections at a time and kRequestsPerSecond requests a second each. The
-// last kRootReserve places of the table are only for root of the daemon's
-// own pid namespace (the host's root: `gpu-limit status`, probes).
-
-struct PeerKey {
-    uint32_t uid = 0;
-    uint64_t pid_namespace = 0; // uid 0 only; 0: could not be read (such peers share)
-    bool operator<(const PeerKey& other) const {
-        return uid != other.uid ? uid < other.uid : pid_namespace < other.pid_namespace;
-    }
-    bool operator==(const PeerKey& other) const {
-        return uid == other.uid && pid_namespace == other.pid_namespace;
-    }
-};
+// last kRootReserve places of the table are only for the host's root (uid 0
+// in the daemon's own user and pid namespaces: `gpu-limit status`, probes).
 
 class RegistrationServer {
   public:
@@ -383,12 +373,8 @@ class RegistrationServer {
     void accept_some(uint64_t now_ns);
     void answer(int fd, uint64_t now_ns, Handler handler, void* context);
     void drop(int fd);
-    PeerKey key_of(const PeerCredentials& credentials) const;
-    bool host_root(const PeerKey& key) const {
-        return key.uid == 0 && key.pid_namespace != 0 && key.pid_namespace == own_namespace_;
-    }
     // Whether the peer may send one more request now (its bucket).
-    bool take_request(const PeerKey& key, uint64_t now_ns);
+    bool take_request(const service::PeerKey& key, uint64_t now_ns);
 
     std::string path_;
     UniqueFd listener_;
@@ -401,16 +387,17 @@ class RegistrationServer {
     struct Connection {
         UniqueFd fd;
         uint64_t accepted_ns = 0;
-        PeerKey peer;
+        service::PeerKey peer;
+        bool host_root = false;
         PeerCredentials credentials;
     };
     std::map<int, Connection> connections_; // by fd
-    std::map<PeerKey, size_t> open_by_peer_;
+    std::map<service::PeerKey, size_t> open_by_peer_;
     struct Bucket {
         double tokens = 0;
         uint64_t refilled_ns = 0;
     };
-    std::map<PeerKey, Bucket> buckets_;
+    std::map<service::PeerKey, Bucket> buckets_;
 };
 
 } // namespace gpuinit::limit

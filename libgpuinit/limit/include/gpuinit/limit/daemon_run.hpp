@@ -11,7 +11,6 @@
 #include "gpuinit/limit/daemon_protocol.hpp"
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,10 +36,10 @@ enum class LimitDaemonOutcome {
 // Whether this build can load NVML (the dynamic one).
 bool limit_daemon_supported();
 
-// Runs until SIGTERM or SIGINT. `notify` gets the service manager's state
-// lines ("READY=1\nSTATUS=...", "STOPPING=1"); empty: none.
-LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options,
-                                    const std::function<void(std::string_view)>& notify = {});
+// Runs until SIGTERM or SIGINT, on the service layer: its log, systemd's
+// notification (READY=1 once it listens, STOPPING=1), detaching with a
+// readiness pipe, the pid lock on <state_dir>/daemon.pid, its event loop.
+LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options);
 
 // --once: one sampling pass, no socket. `warning` says why NVML could not
 // be used ("" when it could).
