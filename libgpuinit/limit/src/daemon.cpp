@@ -491,6 +491,17 @@ DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string
     return raw;
 }
 
+bool DaemonCore::driving() const {
+    for (const auto& [name, group] : groups_) {
+        for (const Group::Device& device : group->devices) {
+            if (device.driving) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 std::string DaemonCore::try_open(const std::string& group) {
     std::string reason;
     return find_or_open(group, reason) != nullptr ? std::string() : reason;

@@ -32,6 +32,9 @@ namespace {
 constexpr std::chrono::milliseconds kOomScriptTimeout{10'000};
 // A pass due within this of a tick runs on it (ticks jitter).
 constexpr uint64_t kTickSlackNs = 2'000'000;
+// With no group at all, a pass (which finds new groups) this often: a
+// group's first registration opens it at once anyway.
+constexpr uint64_t kIdlePassNs = 1'000'000'000;
 
 // Arms the timer to tick every `period_ns`.
 void arm(int timer, uint64_t period_ns) {
@@ -236,12 +239,16 @@ LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options) {
     if (!timer.valid()) {
         return failed(errno_error("timerfd_create"));
     }
-    // The timer ticks every control period (the compute gate moves in these
-    // quanta, as under the in-process driver); a full pass (process lists,
-    // memory, OOM) runs on the tick at or after each interval.
+    // While the daemon drives a gate, the timer ticks every control period
+    // (the compute gate moves in these quanta, as under the in-process
+    // driver) and a full pass (process lists, memory, OOM) runs on the tick
+    // at or after each interval. Otherwise it ticks only for the passes:
+    // every interval while there are groups, every second while there are
+    // none, so an idle daemon wakes once a second.
     const uint64_t interval_ns = options.interval_ms * 1'000'000;
     uint64_t next_pass_ns = 0;
-    arm(timer.get(), kControlPeriodNs);
+    uint64_t tick_ns = kControlPeriodNs;
+    arm(timer.get(), tick_ns);
 
     if (!nvml_problem.empty()) {
         log.warning(nvml_problem +
@@ -270,6 +277,13 @@ LimitDaemonOutcome run_limit_daemon(const LimitDaemonOptions& options) {
             next_pass_ns = now + interval_ns - std::min(interval_ns, kTickSlackNs);
         } else {
             core.step_compute();
+        }
+        const uint64_t wanted = core.driving()           ? kControlPeriodNs
+                                : core.group_count() > 0 ? interval_ns
+                                                         : kIdlePassNs;
+        if (wanted != tick_ns) {
+            tick_ns = wanted;
+            arm(timer.get(), tick_ns);
         }
     };
     auto requests = [&](uint32_t /*events*/) {

@@ -231,6 +231,9 @@ class DaemonCore {
     void close_all();
 
     size_t group_count() const { return groups_.size(); }
+    // Whether the daemon drives any group's compute gate (then it must step
+    // every control period; otherwise a pass now and then is enough).
+    bool driving() const;
     // Opens the group as discovery does: "" when it is watched, else why
     // not (the reason its log gives; a registration only hears "refused").
     std::string try_open(const std::string& group);
