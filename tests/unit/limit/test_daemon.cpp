@@ -242,7 +242,7 @@ TEST(DaemonProtocol, ParsesTheRequestExactly) {
                          "GPULIMIT2 REGISTER .. 1\n",
                          "GPULIMIT2 REGISTER a/b 1\n",
                          "GPULIMIT2 REGISTER job\n",
-                         "GPULIMIT2 REGISTER job 1\n",
+                         "GPULIMIT3 REGISTER job 1\n",
                          "GPULIMIT2 REGISTER job 1\n\n",
                          "GPULIMIT2 REGISTER job 1x\n"};
     for (const char* text : bad) {
