@@ -1,6 +1,6 @@
 // Registration with `gpu-limit daemon` (daemon_client.hpp). Freestanding, as
 // the whole library: no heap, no exceptions, GLIBC_2.17 symbols only
-// (socket, connect, send, recv and poll are all older than that).
+// (socket, connect, sendmsg, recv and poll are all older than that).
 #include "daemon_client.hpp"
 
 #include "gpuinit/limit/daemon_protocol.hpp"
@@ -76,12 +76,12 @@ class Socket {
 
 } // namespace
 
-bool register_with_daemon_at(const char* socket_path, const char* group, int slot, char* reason,
-                             size_t reason_size) {
+bool register_with_daemon_at(const char* socket_path, const char* group, int slot, int slot_fd,
+                             char* reason, size_t reason_size) {
     set_reason(reason, reason_size, "");
     char request[limit::kDaemonMaxMessage];
     size_t length = limit::format_register_request(group, slot, request, sizeof request);
-    if (length == 0) {
+    if (length == 0 || slot_fd < 0) {
         set_reason(reason, reason_size, "invalid group or slot");
         return false;
     }
@@ -114,7 +114,25 @@ bool register_with_daemon_at(const char* socket_path, const char* group, int slo
             return false;
         }
     }
-    if (send(socket_fd.fd(), request, length, MSG_NOSIGNAL) != static_cast<ssize_t>(length)) {
+    // The request and, beside it, the descriptor whose description holds
+    // the slot's lock: the daemon checks that very lock (one fcntl) instead
+    // of searching this process's fds.
+    iovec vector{request, length};
+    union {
+        char bytes[CMSG_SPACE(sizeof(int))];
+        cmsghdr align;
+    } control{};
+    msghdr message{};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof control.bytes;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &slot_fd, sizeof slot_fd);
+    if (sendmsg(socket_fd.fd(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(length)) {
         set_reason(reason, reason_size, std::strerror(errno));
         return false;
     }
@@ -154,9 +172,9 @@ const char* daemon_socket_path(const char* variable_value) {
                                                                   : limit::kDaemonSocketPath;
 }
 
-bool register_with_daemon(const char* group, int slot) {
+bool register_with_daemon(const char* group, int slot, int slot_fd) {
     return register_with_daemon_at(daemon_socket_path(secure_getenv(kDaemonSocketVariable)), group,
-                                   slot, nullptr, 0);
+                                   slot, slot_fd, nullptr, 0);
 }
 
 } // namespace gpulimit

@@ -1,7 +1,7 @@
 // The library side of `gpu-limit daemon`'s registration (AMP_USE_HOST_DAEMON=1):
 // one datagram on the daemon's socket tells it which slot of which group this
 // process owns; the daemon learns the host pid from SO_PEERCRED and checks the
-// slot's lock (libgpuinit/limit/include/gpuinit/limit/daemon_protocol.hpp).
+// slot's lock (libgpuinit/limit_core/include/gpuinit/limit/daemon_protocol.hpp).
 #pragma once
 
 #include <cstddef>
@@ -21,9 +21,11 @@ const char* daemon_socket_path(const char* variable_value);
 // Registers with the daemon at daemon_socket_path(getenv(...)). True on "OK";
 // false when there is no daemon, it refused (the reason is in `reason` when
 // given, NUL-terminated, for the one line the caller prints), or it did not
-// answer in time. No heap, no exceptions; safe to call from any thread.
-bool register_with_daemon(const char* group, int slot);
-bool register_with_daemon_at(const char* socket_path, const char* group, int slot, char* reason,
-                             size_t reason_size);
+// answer in time. `slot_fd` is the descriptor whose open description holds
+// the slot's lock (GroupState::lock_fd()): it goes to the daemon beside the
+// request (SCM_RIGHTS). No heap, no exceptions; safe to call from any thread.
+bool register_with_daemon(const char* group, int slot, int slot_fd);
+bool register_with_daemon_at(const char* socket_path, const char* group, int slot, int slot_fd,
+                             char* reason, size_t reason_size);
 
 } // namespace gpulimit

@@ -1,6 +1,7 @@
 #include "oom.hpp"
 
 #include "runtime.hpp"
+#include "switch.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -86,6 +87,11 @@ bool child_gone(pid_t pid, int flags) {
 
 void run_oom_script(const char* script, uint32_t timeout_ms, const char* device_uuid,
                     uint64_t request, uint64_t usage, uint64_t cap) {
+    // Never in a secure-execution process, whatever reached here: the
+    // script's name came from the environment of the caller.
+    if (secure_execution()) {
+        return;
+    }
     char values[kOurCount][96];
     snprintf(values[0], sizeof(values[0]), "GPU_LIMIT_OOM_PID=%d", static_cast<int>(getpid()));
     snprintf(values[1], sizeof(values[1]), "GPU_LIMIT_OOM_DEVICE=%s", device_uuid);

@@ -1,5 +1,7 @@
 #include "proc_trace.hpp"
 
+#include "switch.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -20,7 +22,7 @@ void say(const char* line) {
 // A trace file named by an environment variable, opened on first use and
 // cached in `cache` (kTraceUnread until then, kTraceOff when there is none).
 int open_trace(std::atomic<int>& cache, const char* variable) {
-    const char* value = secure_getenv(variable);
+    const char* value = secure_execution() ? nullptr : secure_getenv(variable);
     int fd = kTraceOff;
     if (value == nullptr || value[0] == '\0') {
         fd = kTraceOff;

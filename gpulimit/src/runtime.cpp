@@ -68,7 +68,7 @@ void register_with_host_daemon(const Runtime& runtime) {
     // a second instance).
     const char* socket_path = daemon_socket_path(secure_getenv(kDaemonSocketVariable));
     if (!register_with_daemon_at(socket_path, runtime.settings.group, runtime.state.own_slot(),
-                                 reason, sizeof(reason))) {
+                                 runtime.state.lock_fd(), reason, sizeof(reason))) {
         limit::Problem problem;
         limit::fail(problem, 0,
                     "AMP_USE_HOST_DAEMON=1, but the host daemon did not register this process "

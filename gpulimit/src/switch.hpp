@@ -5,6 +5,11 @@
 // driver. Read once, on the first call, from the environment the process
 // started with (a later setenv does not switch it); a relaxed atomic after
 // that, so the check costs a load and a compare on every hooked call.
+//
+// In a secure-execution process (getauxval(AT_SECURE): set-user-ID or
+// set-group-ID, file capabilities, an LSM transition) the switch is off
+// before any variable is read: /etc/ld.so.preload puts the library into
+// such programs too, and their environment is their caller's.
 #pragma once
 
 #include <atomic>
@@ -17,6 +22,10 @@ extern constinit std::atomic<int> g_switch;
 int read_switch();
 
 } // namespace detail
+
+// Whether the process runs in secure-execution mode (AT_SECURE): then the
+// library only passes calls through, reads no variable and runs no script.
+bool secure_execution();
 
 inline bool limiter_enabled() {
     int state = detail::g_switch.load(std::memory_order_relaxed);

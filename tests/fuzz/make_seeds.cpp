@@ -694,6 +694,41 @@ void add_json_value(Corpus& corpus, const std::string& source_dir) {
     }
 }
 
+// The registration datagram of gpu-limit daemon's socket, both versions, and
+// near misses.
+void add_daemon_registration(Corpus& corpus) {
+    for (const char* text :
+         {"GPULIMIT2 REGISTER job1 0\n", "GPULIMIT2 REGISTER slurm-4242.0 1023\n",
+          "GPULIMIT2 REGISTER 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef 7\n",
+          "GPULIMIT1 REGISTER job1 3\n", "GPULIMIT2 REGISTER .. 1\n", "GPULIMIT2 REGISTER job 01\n",
+          "GPULIMIT2 REGISTER job 1024\n", "GPULIMIT2 REGISTER job 1"}) {
+        corpus.add("daemon_registration", text);
+    }
+}
+
+// /proc/<pid>/stat lines (comm with spaces and parentheses), and fdinfo
+// texts with the lock lines the kernel writes, behind the 8-byte offset
+// the fdinfo target reads first.
+void add_proc_pid(Corpus& corpus) {
+    const std::string fields = " S 1 4242 4242 0 -1 4194560 1000 0 0 0 12 3 0 0 20 0 1 0 987654 "
+                               "12345678 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3\n";
+    for (const char* comm : {"(bash)", "(a b)", "((x) y))", "(", "()"}) {
+        corpus.add("proc_stat", "4242 " + std::string(comm) + fields);
+    }
+    corpus.add("proc_stat", "4242 (x) S 1");
+    auto fdinfo = [&](uint64_t offset, const std::string& text) {
+        std::string bytes(8, '\0');
+        std::memcpy(bytes.data(), &offset, sizeof offset);
+        corpus.add("fdinfo", bytes + text);
+    };
+    fdinfo(1000, "pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t77\n"
+                 "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:01:77 1000 1000\n");
+    fdinfo(5, "pos:\t0\nflags:\t02\nlock:\t1: OFDLCK ADVISORY  READ -1 fe:01:77 0 EOF\n"
+              "lock:\t2: POSIX  ADVISORY  WRITE 42 fe:01:77 5 5\n");
+    fdinfo(1ULL << 41, "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:01:77 0 EOF\n");
+    fdinfo(0, "pos:\t0\nflags:\t02\nmnt_id:\t1\n");
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -711,6 +746,8 @@ int main(int argc, char** argv) {
     add_captures(corpus, argv[1]);
     add_egpu_settings(corpus);
     add_json_value(corpus, argv[1]);
+    add_daemon_registration(corpus);
+    add_proc_pid(corpus);
     corpus.write(argv[2]);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <string_view>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,9 +107,21 @@ Result<int> run_program(const SpawnRequest& request) {
         args.push_back(const_cast<char*>(arg.c_str()));
     }
     args.push_back(nullptr);
+    // An inherited variable that extra_env sets again is left out: the
+    // program sees the value it was given (getenv takes the first one).
+    auto overridden = [&](std::string_view entry) {
+        std::string_view name = entry.substr(0, entry.find('='));
+        return std::any_of(request.extra_env.begin(), request.extra_env.end(),
+                           [&](const std::string& extra) {
+                               return extra.size() > name.size() && extra[name.size()] == '=' &&
+                                      std::string_view(extra).substr(0, name.size()) == name;
+                           });
+    };
     std::vector<char*> env;
     for (char** e = environ; *e != nullptr; ++e) {
-        env.push_back(*e);
+        if (!overridden(*e)) {
+            env.push_back(*e);
+        }
     }
     for (const std::string& extra : request.extra_env) {
         env.push_back(const_cast<char*>(extra.c_str()));

@@ -25,8 +25,8 @@ constexpr uint32_t kSlotLive = 1;
 constexpr uint32_t kRecordReady = 2;
 constexpr uint32_t kDriverNone = 0;
 constexpr uint32_t kDriverDaemon = 2;
-// A process has at most this many fds looked at when it registers: the
-// check must not cost the daemon more than a bounded amount per request.
+// `gpu-limit status` looks at most this many fds of a process whose slot it
+// checks (registration takes the descriptor itself and reads none).
 constexpr size_t kMaxPeerFds = 16384;
 constexpr size_t kFdinfoLimit = 64u << 10;
 // Pids remembered from utilization samples between passes, per device.
@@ -56,6 +56,17 @@ bool byte_held(int fd, uint64_t offset) {
         return false;
     }
     return lock.l_type != F_UNLCK;
+}
+
+// Whether no description other than fd's holds the byte (fd's own locks do
+// not conflict with it).
+bool byte_free_for(int fd, uint64_t offset) {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = static_cast<off_t>(offset);
+    lock.l_len = 1;
+    return ::fcntl(fd, F_OFD_GETLK, &lock) == 0 && lock.l_type == F_UNLCK;
 }
 
 std::string pid_path(int32_t pid, std::string_view leaf) {
@@ -267,6 +278,24 @@ struct DaemonCore::Group {
         return file->slots[slot].state.load(std::memory_order_acquire) == kSlotLive &&
                byte_held(fd.get(), file->header.lock_base + static_cast<uint64_t>(slot));
     }
+
+    // Whether `passed`, a descriptor a peer handed over, is an open of this
+    // group's file whose description holds slot's lock: one fstat and three
+    // fcntl, whatever the peer holds. Only one description holds a write
+    // lock at a time; the daemon's own open sees it held by another one,
+    // and the passed one sees no other holder, so the holder is the passed
+    // one. The second look of the daemon's open closes the window in which
+    // the owner let go between the first two.
+    bool held_through(int passed, int slot) const {
+        struct stat status {};
+        if (passed < 0 || ::fstat(passed, &status) != 0 || !S_ISREG(status.st_mode) ||
+            status.st_ino != ino || ::major(status.st_dev) != dev_major ||
+            ::minor(status.st_dev) != dev_minor || slot < 0 || slot >= kMaxSlots) {
+            return false;
+        }
+        const uint64_t offset = file->header.lock_base + static_cast<uint64_t>(slot);
+        return slot_owned(slot) && byte_free_for(passed, offset) && byte_held(fd.get(), offset);
+    }
 };
 
 namespace {
@@ -388,13 +417,6 @@ std::optional<uint64_t> start_time_of(const Sysroot& root, int32_t pid) {
     return parse_start_time(*text);
 }
 
-// Whether the process holds the OFD lock at `offset` of the group's file
-// through one of its own fds.
-bool peer_holds_lock(const Sysroot& root, int32_t pid, const DaemonCore::Group& group,
-                     uint64_t offset) {
-    return process_holds_lock(root, pid, group.dev_major, group.dev_minor, group.ino, offset);
-}
-
 } // namespace
 
 // ---------------------------------------------------------------------------
@@ -465,11 +487,28 @@ DaemonCore::Group* DaemonCore::find_or_open(const std::string& name, std::string
     }
     Group* raw = group.get();
     groups_[name] = std::move(group);
+    ++groups_generation_;
     return raw;
 }
 
-std::string DaemonCore::handle_datagram(const char* data, size_t size,
-                                        const PeerCredentials& peer) {
+bool DaemonCore::driving() const {
+    for (const auto& [name, group] : groups_) {
+        for (const Group::Device& device : group->devices) {
+            if (device.driving) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+std::string DaemonCore::try_open(const std::string& group) {
+    std::string reason;
+    return find_or_open(group, reason) != nullptr ? std::string() : reason;
+}
+
+std::string DaemonCore::handle_datagram(const char* data, size_t size, const PeerCredentials& peer,
+                                        int slot_fd) {
     RegisterRequest request;
     const char* why = nullptr;
     if (!parse_register_request(data, size, request, why)) {
@@ -478,23 +517,21 @@ std::string DaemonCore::handle_datagram(const char* data, size_t size,
     if (peer.pid <= 0) {
         return reply_error("no-peer-pid");
     }
+    // From here on every refusal is the same: a sender that cannot prove
+    // the slot learns nothing about the group or its slots.
+    if (slot_fd < 0) {
+        return kReplyRefused;
+    }
     std::string reason;
     Group* group = find_or_open(request.group, reason);
-    if (group == nullptr) {
-        return reply_error(reason);
-    }
-    int slot = request.slot;
-    if (!group->slot_owned(slot)) {
-        return reply_error("slot-not-live");
-    }
-    uint64_t offset = group->file->header.lock_base + static_cast<uint64_t>(slot);
-    if (!peer_holds_lock(root_, peer.pid, *group, offset)) {
-        return reply_error("not-slot-owner");
+    if (group == nullptr || !group->held_through(slot_fd, request.slot)) {
+        return kReplyRefused;
     }
     auto start = start_time_of(root_, peer.pid);
     if (!start) {
-        return reply_error("peer-gone");
+        return kReplyRefused;
     }
+    int slot = request.slot;
     group->registered[slot] = Group::Registration{peer.pid, *start};
     pid_group_[peer.pid] = group; // its samples count from the next step on
     group->file->slots[slot].host_pid.store(peer.pid, std::memory_order_release);
@@ -748,9 +785,13 @@ PassReport DaemonCore::sample() {
         if (!start) {
             return nullptr; // gone already, or not in our pid namespace
         }
-        if (cached == cgroup_cache_.end() || cached->second.start_time != *start) {
+        // A "no group" answer is asked again once a group was opened since:
+        // the process may have started before its group's state file.
+        if (cached == cgroup_cache_.end() || cached->second.start_time != *start ||
+            (cached->second.group.empty() && cached->second.generation != groups_generation_)) {
             CgroupCache entry;
             entry.start_time = *start;
+            entry.generation = groups_generation_;
             if (auto text = root_.read_file(pid_path(pid, "cgroup"), kSmallFileLimit)) {
                 for (auto& [name, group] : groups_) {
                     if (container_id_like(name) && cgroup_names_group(*text, name)) {

@@ -2,6 +2,7 @@
 #include "gpuinit/limit/daemon.hpp"
 #include "gpuinit/limit/daemon_protocol.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <vector>
 
 namespace gpuinit::limit {
 
@@ -74,6 +76,8 @@ Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
         ::unlink(fresh.c_str());
         return errno_error("rename " + fresh + " to " + path);
     }
+    // The peers' namespaces are read at accept (service::identify_peer).
+    server.proc_.reset(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
     server.epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
     if (!server.epoll_.valid()) {
         return errno_error("epoll_create1");
@@ -97,20 +101,64 @@ void RegistrationServer::unlink_socket() {
 }
 
 void RegistrationServer::drop(int fd) {
+    auto found = connections_.find(fd);
+    if (found == connections_.end()) {
+        return;
+    }
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-    connections_.erase(fd); // closes it
+    auto count = open_by_peer_.find(found->second.peer);
+    if (count != open_by_peer_.end() && --count->second == 0) {
+        open_by_peer_.erase(count);
+    }
+    connections_.erase(found); // closes it
+}
+
+bool RegistrationServer::take_request(const service::PeerKey& key, uint64_t now_ns) {
+    auto found = buckets_.find(key);
+    if (found == buckets_.end()) {
+        if (buckets_.size() >= kMaxRememberedPeers) {
+            // Forget the peer that waited longest: a full bucket then.
+            auto oldest = std::min_element(buckets_.begin(), buckets_.end(),
+                                           [](const auto& a, const auto& b) {
+                                               return a.second.refilled_ns < b.second.refilled_ns;
+                                           });
+            buckets_.erase(oldest);
+        }
+        found = buckets_.emplace(key, Bucket{double(kRequestsPerSecond), now_ns}).first;
+    }
+    Bucket& bucket = found->second;
+    if (now_ns > bucket.refilled_ns) {
+        bucket.tokens = std::min<double>(
+            kRequestsPerSecond, bucket.tokens + static_cast<double>(now_ns - bucket.refilled_ns) *
+                                                    kRequestsPerSecond / 1e9);
+        bucket.refilled_ns = now_ns;
+    }
+    if (bucket.tokens < 1) {
+        return false;
+    }
+    bucket.tokens -= 1;
+    return true;
 }
 
 void RegistrationServer::accept_some(uint64_t now_ns) {
-    for (int i = 0; i < kAcceptsPerService; ++i) {
+    for (; accepts_left_ > 0; --accepts_left_) {
         UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!fd.valid()) {
             return; // EAGAIN, or an error of that one connection (ECONNABORTED, EMFILE)
         }
-        if (connections_.size() >= kMaxConnections) {
-            // Full: the client hears why at once instead of waiting.
-            static constexpr char kBusy[] = "ERR busy\n";
-            (void)::send(fd.get(), kBusy, sizeof kBusy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const service::Peer who = service::identify_peer(fd.get(), proc_.get());
+        const service::PeerKey peer = who.key();
+        const bool host_root = who.host_root();
+        const size_t general = kMaxConnections - kRootReserve;
+        auto count = open_by_peer_.find(peer);
+        const size_t mine = count == open_by_peer_.end() ? 0 : count->second;
+        const bool room = host_root ? connections_.size() < kMaxConnections
+                                    : connections_.size() < general && mine < kPerPeer;
+        // Root of the host is not rate-bounded: its requests are its own.
+        if (!room || (!host_root && !take_request(peer, now_ns))) {
+            // The client hears why at once instead of waiting.
+            (void)::send(fd.get(), kReplyBusy, std::strlen(kReplyBusy),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
             continue;
         }
         epoll_event event{};
@@ -120,35 +168,60 @@ void RegistrationServer::accept_some(uint64_t now_ns) {
             continue;
         }
         int key = fd.get();
-        connections_[key] = Connection{std::move(fd), now_ns};
+        connections_[key] = Connection{std::move(fd), now_ns, peer, host_root,
+                                       PeerCredentials{static_cast<int32_t>(who.credentials.pid),
+                                                       static_cast<uint32_t>(who.credentials.uid),
+                                                       static_cast<uint32_t>(who.credentials.gid)}};
+        ++open_by_peer_[peer];
     }
 }
 
-void RegistrationServer::answer(int fd, Handler handler, void* context) {
-    // One byte more than the largest message we take, and no control
-    // buffer: fds a client sends (SCM_RIGHTS) are discarded by the kernel,
-    // never installed here.
+void RegistrationServer::answer(int fd, uint64_t /*now_ns*/, Handler handler, void* context) {
+    auto found = connections_.find(fd);
+    if (found == connections_.end()) {
+        return;
+    }
+    // One byte more than the largest message we take, and room for one
+    // descriptor: further ones are closed by the kernel (MSG_CTRUNC), never
+    // installed here.
     char buffer[kDaemonMaxMessage + 1];
     iovec vector{buffer, sizeof buffer};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     msghdr message{};
     message.msg_iov = &vector;
     message.msg_iovlen = 1;
-    ssize_t got = ::recvmsg(fd, &message, MSG_DONTWAIT);
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    ssize_t got = ::recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;
     }
-    std::string reply;
+    UniqueFd passed;
+    if (got >= 0) {
+        for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+             header = CMSG_NXTHDR(&message, header)) {
+            if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+                continue;
+            }
+            size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; ++i) {
+                int received = -1;
+                std::memcpy(&received, CMSG_DATA(header) + i * sizeof(int), sizeof received);
+                if (!passed.valid()) {
+                    passed.reset(received);
+                } else {
+                    ::close(received);
+                }
+            }
+        }
+    }
     if (got > 0) {
-        ucred credentials{};
-        socklen_t length = sizeof credentials;
+        std::string reply;
         if ((message.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(got) >= kDaemonMaxMessage) {
             reply = "ERR request-too-long\n";
-        } else if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-            reply = "ERR no-peer-credentials\n";
         } else {
-            PeerCredentials peer{static_cast<int32_t>(credentials.pid), credentials.uid,
-                                 credentials.gid};
-            reply = handler(context, buffer, static_cast<size_t>(got), peer);
+            reply = handler(context, buffer, static_cast<size_t>(got), found->second.credentials,
+                            passed.get());
         }
         (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
@@ -157,24 +230,47 @@ void RegistrationServer::answer(int fd, Handler handler, void* context) {
 }
 
 void RegistrationServer::service(uint64_t now_ns, Handler handler, void* context) {
+    if (now_ns - window_start_ns_ >= kAcceptWindowNs) {
+        window_start_ns_ = now_ns;
+        accepts_left_ = kAcceptsPerWindow;
+    }
+    // The listener is polled only while this window has accepts left.
+    const bool listen = accepts_left_ > 0;
+    if (listen != listening_) {
+        epoll_event event{};
+        event.events = listen ? EPOLLIN : 0;
+        event.data.fd = listener_.get();
+        if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event) == 0) {
+            listening_ = listen;
+        }
+    }
     epoll_event events[64];
     int ready = ::epoll_wait(epoll_.get(), events, 64, 0);
     for (int i = 0; i < ready; ++i) {
         int fd = events[i].data.fd;
         if (fd == listener_.get()) {
             accept_some(now_ns);
+            if (accepts_left_ == 0 && listening_) {
+                epoll_event event{};
+                event.data.fd = listener_.get();
+                if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event) == 0) {
+                    listening_ = false;
+                }
+            }
         } else if (connections_.count(fd) != 0) {
-            answer(fd, handler, context);
+            answer(fd, now_ns, handler, context);
         }
     }
-    // Connections that sent nothing within the timeout.
-    for (auto it = connections_.begin(); it != connections_.end();) {
-        if (now_ns - it->second.accepted_ns > kConnectionTimeoutNs) {
-            ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->first, nullptr);
-            it = connections_.erase(it);
-        } else {
-            ++it;
+    // Connections that sent nothing within the timeout, counted from
+    // connect.
+    std::vector<int> late;
+    for (const auto& [fd, connection] : connections_) {
+        if (now_ns - connection.accepted_ns > kConnectionTimeoutNs) {
+            late.push_back(fd);
         }
+    }
+    for (int fd : late) {
+        drop(fd);
     }
 }
 

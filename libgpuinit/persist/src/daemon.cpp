@@ -145,7 +145,7 @@ PeerCredentials peer_of(int fd) {
 class Daemon {
   public:
     Daemon(const PersistOptions& options, Sysroot root)
-        : options_(options), root_(std::move(root)), log_(options.use_syslog, options.verbosity) {}
+        : options_(options), root_(std::move(root)), log_("gpu-persist", options.use_syslog, options.verbosity) {}
 
     // Everything that needs root; false when it cannot start (reported).
     bool start(int ready_fd);
@@ -1471,7 +1471,7 @@ void Daemon::stop() {
 } // namespace
 
 DaemonOutcome run_persist_daemon(const PersistOptions& options) {
-    Log early(options.use_syslog || options.daemonize, options.verbosity);
+    Log early("gpu-persist", options.use_syslog || options.daemonize, options.verbosity);
     auto root = Sysroot::open(options.root);
     if (!root) {
         early.diagnostic(root.error());

@@ -7,7 +7,9 @@
 # In a private mount namespace, /etc is a directory of the test's own with
 # ld.so.preload naming the library (and the host's ld.so.cache). The probe
 # runs as nobody, once setuid root (not limited, no script run, no state
-# made) and once plain (limited, as the control that the preload works here).
+# made), once with a file capability (AT_SECURE without set-user-ID: the
+# same), and once plain (limited, as the control that the preload works
+# here).
 # Exit 77 (skipped) without root, or where the work directory is nosuid.
 set -euo pipefail
 library=$(realpath "$1") probe=$(realpath "$2")
@@ -22,6 +24,7 @@ findmnt -no OPTIONS -T "$work" | grep -qw nosuid && skip "$work is on a nosuid f
 
 cp "$probe" "$work/probe-suid"
 cp "$probe" "$work/probe"
+cp "$probe" "$work/probe-cap"
 chown root:root "$work/probe-suid"
 chmod 4755 "$work/probe-suid"
 mkdir -m 1777 "$work/out"
@@ -58,4 +61,18 @@ out=$(run_as_nobody "$work/probe-suid") || true
 grep -q "^init=0 total=17179869184$" <<<"$out" && grep -q "^alloc=0$" <<<"$out" ||
   fail "the setuid program read the caller's settings: $out"
 [[ -z $(ls -A "$work/state") ]] || fail "the setuid program made group state: $(ls -A "$work/state")"
+
+# A file capability makes the kernel set AT_SECURE for a program that is
+# neither set-user-ID nor set-group-ID.
+if command -v setcap >/dev/null && setcap cap_net_bind_service+ep "$work/probe-cap" 2>/dev/null; then
+  out=$(run_as_nobody "$work/probe-cap") || true
+  [[ ! -e $work/out/script-ran ]] ||
+    fail "the caller's OOM script ran in a program with file capabilities as uid $(cat "$work/out/script-ran")"
+  grep -q "^init=0 total=17179869184$" <<<"$out" && grep -q "^alloc=0$" <<<"$out" ||
+    fail "the program with file capabilities read the caller's settings: $out"
+  [[ -z $(ls -A "$work/state") ]] ||
+    fail "the program with file capabilities made group state: $(ls -A "$work/state")"
+else
+  echo "setuid: SKIPPED the file-capability case: no setcap, or the file system keeps no capabilities" >&2
+fi
 echo "setuid: the library reads no setting in a setuid program; the control is limited"

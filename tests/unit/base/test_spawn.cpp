@@ -171,4 +171,21 @@ TEST(Process, AnOrdinaryStartIsNotRefused) {
     EXPECT_TRUE(refuse_elevated_start("test"));
 }
 
+// A variable the caller sets again replaces the inherited one: the daemon's
+// GPU_LIMIT_OOM_* reach its OOM script even when its own environment has
+// them (getenv would find the inherited one first).
+TEST(Spawn, ExtraEnvironmentReplacesTheInheritedVariable) {
+    ASSERT_EQ(::setenv("GPUINIT_SPAWN_TEST", "inherited", 1), 0);
+    std::string output;
+    SpawnRequest request;
+    request.argv = {"/usr/bin/printenv", "GPUINIT_SPAWN_TEST"};
+    request.extra_env = {"GPUINIT_SPAWN_TEST=given"};
+    request.output = &output;
+    auto ran = run_program(request);
+    ::unsetenv("GPUINIT_SPAWN_TEST");
+    ASSERT_TRUE(ran) << ran.error().message;
+    EXPECT_EQ(*ran, 0);
+    EXPECT_EQ(output, "given\n");
+}
+
 } // namespace gpuinit

@@ -1,4 +1,4 @@
-// The compute cap (libgpuinit/limit/src/compute.cpp): the controller on
+// The compute cap (libgpuinit/limit_core/src/compute.cpp): the controller on
 // simulated time against a simulated device, and the gate between processes
 // sharing a state file.
 //

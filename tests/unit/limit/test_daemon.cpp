@@ -17,8 +17,10 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <random>
+#include <sched.h>
 #include <set>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -162,25 +164,13 @@ class DaemonTest : public ::testing::Test {
         }
     }
 
-    // A fake process: stat, cgroup, and (when `holds_slot` >= 0) an fdinfo
-    // that holds that slot's lock of the group's file.
-    void fake_process(int pid, uint64_t start, const std::string& cgroup, int holds_slot = -1) {
+    // A fake process: stat and cgroup. It has no fdinfo: what proves a
+    // slot is the descriptor sent with the request (register_as), never
+    // the process's fds.
+    void fake_process(int pid, uint64_t start, const std::string& cgroup, int /*holds_slot*/ = -1) {
         std::string base = tmp / ("root/proc/" + std::to_string(pid));
         write_file(base + "/stat", stat_line(pid, start));
         write_file(base + "/cgroup", cgroup);
-        write_file(base + "/fdinfo/0", "pos:\t0\nflags:\t02\nmnt_id:\t1\n");
-        if (holds_slot >= 0) {
-            uint64_t offset = file->header.lock_base + static_cast<uint64_t>(holds_slot);
-            char line[256];
-            std::snprintf(line, sizeof line,
-                          "pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t%llu\n"
-                          "lock:\t1: OFDLCK ADVISORY  WRITE -1 %02x:%02x:%llu %llu %llu\n",
-                          static_cast<unsigned long long>(state_ino), state_major, state_minor,
-                          static_cast<unsigned long long>(state_ino),
-                          static_cast<unsigned long long>(offset),
-                          static_cast<unsigned long long>(offset));
-            write_file(base + "/fdinfo/7", line);
-        }
     }
 
     void kill_fake(int pid) {
@@ -201,9 +191,12 @@ class DaemonTest : public ::testing::Test {
         return std::string(buffer, length);
     }
 
-    std::string register_as(int pid, int slot) {
+    // A request sent with `fd` beside it (by default the descriptor of
+    // `app`, which holds app's slot).
+    std::string register_as(int pid, int slot, int fd = -2) {
         std::string text = request(group, slot);
-        return core().handle_datagram(text.data(), text.size(), PeerCredentials{pid, 0, 0});
+        return core().handle_datagram(text.data(), text.size(), PeerCredentials{pid, 0, 0},
+                                      fd == -2 ? app.lock_fd() : fd);
     }
 
     const PassDevice* device_of(const PassReport& report) {
@@ -236,29 +229,29 @@ class DaemonTest : public ::testing::Test {
 TEST(DaemonProtocol, ParsesTheRequestExactly) {
     RegisterRequest request;
     const char* reason = nullptr;
-    std::string good = "GPULIMIT1 REGISTER job-1.a_b 1023\n";
+    std::string good = "GPULIMIT2 REGISTER job-1.a_b 1023\n";
     ASSERT_TRUE(parse_register_request(good.data(), good.size(), request, reason));
     EXPECT_STREQ(request.group, "job-1.a_b");
     EXPECT_EQ(request.slot, 1023);
     const char* bad[] = {"",
-                         "GPULIMIT1 REGISTER job 1",
-                         "GPULIMIT1 REGISTER job 1024\n",
-                         "GPULIMIT1 REGISTER job 01\n",
-                         "GPULIMIT1 REGISTER job -1\n",
-                         "GPULIMIT1 REGISTER job  1\n",
-                         "GPULIMIT1 REGISTER .. 1\n",
-                         "GPULIMIT1 REGISTER a/b 1\n",
-                         "GPULIMIT1 REGISTER job\n",
-                         "GPULIMIT2 REGISTER job 1\n",
-                         "GPULIMIT1 REGISTER job 1\n\n",
-                         "GPULIMIT1 REGISTER job 1x\n"};
+                         "GPULIMIT2 REGISTER job 1",
+                         "GPULIMIT2 REGISTER job 1024\n",
+                         "GPULIMIT2 REGISTER job 01\n",
+                         "GPULIMIT2 REGISTER job -1\n",
+                         "GPULIMIT2 REGISTER job  1\n",
+                         "GPULIMIT2 REGISTER .. 1\n",
+                         "GPULIMIT2 REGISTER a/b 1\n",
+                         "GPULIMIT2 REGISTER job\n",
+                         "GPULIMIT3 REGISTER job 1\n",
+                         "GPULIMIT2 REGISTER job 1\n\n",
+                         "GPULIMIT2 REGISTER job 1x\n"};
     for (const char* text : bad) {
         EXPECT_FALSE(parse_register_request(text, std::strlen(text), request, reason)) << text;
         EXPECT_NE(reason, nullptr);
     }
-    std::string nul("GPULIMIT1 REGISTER jo\0b 1\n", 26);
+    std::string nul("GPULIMIT2 REGISTER jo\0b 1\n", 26);
     EXPECT_FALSE(parse_register_request(nul.data(), nul.size(), request, reason));
-    std::string long_name = "GPULIMIT1 REGISTER " + std::string(65, 'a') + " 1\n";
+    std::string long_name = "GPULIMIT2 REGISTER " + std::string(65, 'a') + " 1\n";
     EXPECT_FALSE(parse_register_request(long_name.data(), long_name.size(), request, reason));
 }
 
@@ -281,7 +274,7 @@ TEST(DaemonProtocol, FormatRoundTrips) {
 // through).
 TEST(DaemonProtocol, FuzzNeverAcceptsAnythingButCanonicalRequests) {
     std::mt19937 random(1234);
-    std::string good = "GPULIMIT1 REGISTER abc 12\n";
+    std::string good = "GPULIMIT2 REGISTER abc 12\n";
     int accepted = 0;
     for (int round = 0; round < 200000; ++round) {
         std::string text;
@@ -389,28 +382,72 @@ TEST(DaemonHelpers, CgroupWholeWordMatch) {
 
 // --- registration ----------------------------------------------------------
 
-TEST_F(DaemonTest, RegistrationNeedsThePeerToHoldTheSlotLock) {
+TEST_F(DaemonTest, RegistrationNeedsTheSentDescriptorToHoldTheSlotLock) {
     make_group("job1");
     int slot = app.own_slot();
     fake_process(4242, 555, "0::/\n", slot);
-    fake_process(4343, 556, "0::/\n"); // holds nothing
-    EXPECT_EQ(register_as(4343, slot), "ERR not-slot-owner\n");
-    EXPECT_EQ(register_as(4242, (slot + 1) % kMaxSlots), "ERR slot-not-live\n");
+    fake_process(4343, 556, "0::/\n");
+    // Another open of the same file, holding nothing.
+    UniqueFd other(::open((config.state_dir + "/job1/state").c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(other.valid());
+    EXPECT_EQ(register_as(4343, slot, other.get()), "ERR refused\n");
+    EXPECT_EQ(register_as(4343, slot, -1), "ERR refused\n");               // no descriptor
+    EXPECT_EQ(register_as(4242, (slot + 1) % kMaxSlots), "ERR refused\n"); // not live
+    // A live slot held by another process of the group: app's descriptor
+    // does not hold it.
+    GroupState second;
+    Problem problem;
+    ASSERT_TRUE(second.open(config.state_dir.c_str(), "job1", problem)) << problem.text;
+    ASSERT_TRUE(second.register_process(problem)) << problem.text;
+    EXPECT_EQ(register_as(4242, second.own_slot()), "ERR refused\n");
+    // Something else than the state file.
+    UniqueFd elsewhere(::open(config.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    EXPECT_EQ(register_as(4242, slot, elsewhere.get()), "ERR refused\n");
     EXPECT_EQ(register_as(0, slot), "ERR no-peer-pid\n");
+    // The owner, with no /proc/<pid>/fdinfo at all: the descriptor is the
+    // proof.
     EXPECT_EQ(register_as(4242, slot), "OK\n");
     EXPECT_EQ(core().registrations("job1"), (std::map<int, int32_t>{{slot, 4242}}));
     EXPECT_EQ(file->slots[slot].host_pid.load(), 4242);
+    EXPECT_EQ(register_as(4343, second.own_slot(), second.lock_fd()), "OK\n");
+}
+
+// A sender that cannot prove a slot learns nothing: not whether the group
+// exists, nor which of its slots are live.
+TEST_F(DaemonTest, RefusalsSayNothingAboutTheGroup) {
+    make_group("job1");
+    fake_process(4242, 555, "0::/\n");
+    int live = app.own_slot();
+    int dead = (live + 1) % kMaxSlots;
+    UniqueFd other(::open((config.state_dir + "/job1/state").c_str(), O_RDWR | O_CLOEXEC));
+    const std::string answers[] = {
+        register_as(4242, live, other.get()), register_as(4242, dead, other.get()),
+        register_as(4242, live, -1),
+        core().handle_datagram(request("nosuch", live).data(), request("nosuch", live).size(),
+                               PeerCredentials{4242, 0, 0}, other.get())};
+    for (const std::string& reply : answers) {
+        EXPECT_EQ(reply, "ERR refused\n");
+    }
+}
+
+TEST(DaemonProtocol, VersionOneIsRefusedAsOld) {
+    RegisterRequest request;
+    const char* reason = nullptr;
+    std::string old = "GPULIMIT1 REGISTER job 1\n";
+    EXPECT_FALSE(parse_register_request(old.data(), old.size(), request, reason));
+    EXPECT_STREQ(reason, "old-protocol");
 }
 
 TEST_F(DaemonTest, RegistrationNeverCreatesAGroup) {
     make_group("job1");
     std::string text = request("nosuch", 3);
-    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{1, 0, 0}),
-              "ERR no-such-group\n");
+    EXPECT_EQ(
+        core().handle_datagram(text.data(), text.size(), PeerCredentials{1, 0, 0}, app.lock_fd()),
+        "ERR refused\n");
     struct stat status {};
     EXPECT_NE(::lstat((config.state_dir + "/nosuch").c_str(), &status), 0);
     std::string garbage = "hello";
-    EXPECT_EQ(core().handle_datagram(garbage.data(), garbage.size(), PeerCredentials{1, 0, 0}),
+    EXPECT_EQ(core().handle_datagram(garbage.data(), garbage.size(), PeerCredentials{1, 0, 0}, -1),
               "ERR unknown-request\n");
 }
 
@@ -418,15 +455,15 @@ TEST_F(DaemonTest, RegistrationNeverCreatesAGroup) {
 // even at the same slot number: its lock is on A's file.
 TEST_F(DaemonTest, RegistrationCannotReachAnotherGroup) {
     make_group("groupa");
-    int slot = app.own_slot();
-    fake_process(4242, 555, "0::/\n", slot);
+    fake_process(4242, 555, "0::/\n");
     GroupState other;
     Problem problem;
     ASSERT_TRUE(other.open(config.state_dir.c_str(), "groupb", problem)) << problem.text;
     ASSERT_TRUE(other.register_process(problem));
     std::string text = request("groupb", other.own_slot());
-    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0}),
-              "ERR not-slot-owner\n");
+    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0},
+                                     app.lock_fd()),
+              "ERR refused\n");
     EXPECT_TRUE(core().registrations("groupb").empty());
 }
 
@@ -483,6 +520,23 @@ TEST_F(DaemonTest, ProcessesFoundByCgroupAndByRegistration) {
     report = core().sample();
     ASSERT_NE(device_of(report), nullptr);
     EXPECT_EQ(device_of(report)->processes.size(), 1u);
+}
+
+// F6: a GPU process first seen before its group's state file exists is
+// looked up again once groups change, not left out of the accounting for
+// as long as it runs.
+TEST_F(DaemonTest, ANoGroupAnswerIsLookedUpAgainWhenGroupsChange) {
+    fake_process(5000, 600, std::string("0::/system.slice/docker-") + kContainer + ".scope\n");
+    nvml.running = {{5000, 20 * kOneMiB}};
+    PassReport report = core().sample();
+    EXPECT_TRUE(report.groups.empty());
+    make_group(kContainer);
+    report = core().sample();
+    const PassDevice* device = device_of(report);
+    ASSERT_NE(device, nullptr);
+    ASSERT_EQ(device->processes.size(), 1u);
+    EXPECT_EQ(device->processes.front().pid, 5000);
+    EXPECT_EQ(device->measured, 20 * kOneMiB);
 }
 
 TEST_F(DaemonTest, ShortGroupNamesAreNotMatchedByCgroup) {
@@ -844,12 +898,9 @@ class DaemonTrustTest : public DaemonTest {
         ASSERT_EQ(::mkdir(dir(name).c_str(), 0700), 0);
         chown_path(dir(name), kContainerUid);
     }
-    // The daemon's answer for slot 0 of the group: an ERR about the slot
-    // means the group itself was accepted.
-    std::string answer(const std::string& name) {
-        std::string text = request(name, 0);
-        return core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0});
-    }
+    // Whether the daemon takes the group: "" or why not (what its log
+    // says; a registration for it is only ever "refused").
+    std::string answer(const std::string& name) { return core().try_open(name); }
 };
 
 TEST_F(DaemonTrustTest, AContainersOwnGroupIsWatched) {
@@ -867,12 +918,12 @@ TEST_F(DaemonTrustTest, ASymlinkIsRefusedForTheStateAndTheDirectory) {
     container_dir("evil");
     ASSERT_EQ(::symlink((dir("real") + "/state").c_str(), (dir("evil") + "/state").c_str()), 0);
     chown_path(dir("evil") + "/state", kContainerUid);
-    EXPECT_EQ(answer("evil"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("evil"), "untrusted-state");
     ASSERT_EQ(::symlink(dir("real").c_str(), dir("alias").c_str()), 0);
-    EXPECT_EQ(answer("alias"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("alias"), "untrusted-state");
     core().sample();
     EXPECT_EQ(core().group_count(), 1u); // "real" only
-    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+    EXPECT_EQ(answer("real"), "");
 }
 
 TEST_F(DaemonTrustTest, AHardlinkIsRefusedEvenWithTheRightOwner) {
@@ -881,36 +932,36 @@ TEST_F(DaemonTrustTest, AHardlinkIsRefusedEvenWithTheRightOwner) {
     chown_path(dir("real") + "/state", kContainerUid);
     container_dir("evil");
     ASSERT_EQ(::link((dir("real") + "/state").c_str(), (dir("evil") + "/state").c_str()), 0);
-    EXPECT_EQ(answer("evil"), "ERR untrusted-state\n");
-    EXPECT_EQ(answer("real"), "ERR untrusted-state\n"); // two names: neither is trusted
+    EXPECT_EQ(answer("evil"), "untrusted-state");
+    EXPECT_EQ(answer("real"), "untrusted-state"); // two names: neither is trusted
     ASSERT_EQ(::unlink((dir("evil") + "/state").c_str()), 0);
-    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+    EXPECT_EQ(answer("real"), "");
 }
 
 TEST_F(DaemonTrustTest, OwnersMustAgreeAndNobodyElseMayWrite) {
     make_group("real");
     // A root-owned file in a container's directory: not the container's.
     chown_path(dir("real"), kContainerUid);
-    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("real"), "untrusted-state");
     chown_path(dir("real") + "/state", kContainerUid);
     ASSERT_EQ(::chmod(dir("real").c_str(), 0770), 0);
-    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("real"), "untrusted-state");
     ASSERT_EQ(::chmod(dir("real").c_str(), 0700), 0);
     ASSERT_EQ(::chmod((dir("real") + "/state").c_str(), 0620), 0);
-    EXPECT_EQ(answer("real"), "ERR untrusted-state\n");
+    EXPECT_EQ(answer("real"), "untrusted-state");
     ASSERT_EQ(::chmod((dir("real") + "/state").c_str(), 0600), 0);
-    EXPECT_EQ(answer("real"), "ERR slot-not-live\n");
+    EXPECT_EQ(answer("real"), "");
 }
 
 TEST_F(DaemonTrustTest, AFifoOrADirectoryIsNeverOpened) {
     container_dir("fifo");
     ASSERT_EQ(::mkfifo((dir("fifo") + "/state").c_str(), 0600), 0);
     chown_path(dir("fifo") + "/state", kContainerUid);
-    EXPECT_EQ(answer("fifo"), "ERR untrusted-state\n"); // and returns: no open blocked
+    EXPECT_EQ(answer("fifo"), "untrusted-state"); // and returns: no open blocked
     container_dir("nested");
     ASSERT_EQ(::mkdir((dir("nested") + "/state").c_str(), 0700), 0);
-    EXPECT_EQ(answer("nested"), "ERR untrusted-state\n");
-    EXPECT_EQ(answer("absent"), "ERR no-such-group\n");
+    EXPECT_EQ(answer("nested"), "untrusted-state");
+    EXPECT_EQ(answer("absent"), "no-such-group");
 }
 
 // The state directory itself must be the daemon's: writable by others, no
@@ -918,9 +969,7 @@ TEST_F(DaemonTrustTest, AFifoOrADirectoryIsNeverOpened) {
 TEST_F(DaemonTest, AStateDirectoryWritableByOthersIsRefused) {
     make_group("job1");
     ASSERT_EQ(::chmod(config.state_dir.c_str(), 0777), 0);
-    std::string text = request("job1", 0);
-    EXPECT_EQ(core().handle_datagram(text.data(), text.size(), PeerCredentials{4242, 0, 0}),
-              "ERR untrusted-state-dir\n");
+    EXPECT_EQ(core().try_open("job1"), "untrusted-state-dir");
     ASSERT_EQ(::chmod(config.state_dir.c_str(), 0700), 0);
 }
 
@@ -978,7 +1027,8 @@ TEST_F(DaemonTest, AGroupThatTruncatesItsStateIsDroppedAndTheDaemonLives) {
     }
     EXPECT_EQ(core().group_count(), 0u);
     EXPECT_EQ(said(), 1);
-    EXPECT_EQ(register_as(5000, app.own_slot()), "ERR state-truncated\n");
+    EXPECT_EQ(register_as(5000, app.own_slot()), "ERR refused\n");
+    EXPECT_EQ(core().try_open(group), "state-truncated");
 
     // Gone and back: a new group of that name is watched again.
     app.close();
@@ -1007,13 +1057,14 @@ class SocketTest : public DaemonTest {
     }
 
     static std::string handler(void* context, const char* data, size_t size,
-                               const PeerCredentials& peer) {
+                               const PeerCredentials& peer, int passed_fd) {
         auto* self = static_cast<SocketTest*>(context);
         ++self->handled;
-        return self->core().handle_datagram(data, size, peer);
+        return self->core().handle_datagram(data, size, peer, passed_fd);
     }
 
-    void service(uint64_t now = 1) { server->service(now, handler, this); }
+    void service(uint64_t now) { server->service(now, handler, this); }
+    void service() { service(clock); }
 
     int connect_client() {
         int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -1027,14 +1078,35 @@ class SocketTest : public DaemonTest {
         return fd;
     }
 
-    // Sends `data`, lets the server work, returns the reply ("" for none).
-    std::string exchange(const std::string& data) {
+    // Sends `data` (with `passed` beside it when >= 0), lets the server
+    // work, returns the reply ("" for none). Each exchange is a second
+    // later than the last: a peer's request rate is not what these test.
+    std::string exchange(const std::string& data, int passed = -1) {
+        clock += kSecond;
         int fd = connect_client();
         EXPECT_GE(fd, 0);
-        ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+        send_with(fd, data, passed);
         std::string reply = await_reply(fd);
         ::close(fd);
         return reply;
+    }
+
+    static void send_with(int fd, const std::string& data, int passed) {
+        iovec vector{const_cast<char*>(data.data()), data.size()};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msghdr message{};
+        message.msg_iov = &vector;
+        message.msg_iovlen = 1;
+        if (passed >= 0) {
+            message.msg_control = control;
+            message.msg_controllen = sizeof control;
+            cmsghdr* header = CMSG_FIRSTHDR(&message);
+            header->cmsg_level = SOL_SOCKET;
+            header->cmsg_type = SCM_RIGHTS;
+            header->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(header), &passed, sizeof passed);
+        }
+        ::sendmsg(fd, &message, MSG_NOSIGNAL);
     }
 
     std::string await_reply(int fd) {
@@ -1061,6 +1133,63 @@ class SocketTest : public DaemonTest {
     std::string path;
     std::unique_ptr<RegistrationServer> server;
     int handled = 0;
+    uint64_t clock = 1;
+};
+
+// A peer in a pid namespace of its own, as uid 0: a rootful container
+// without a user namespace. It connects `count` times to the socket and
+// holds the connections (sending nothing) until the test ends.
+class NamespacePeer {
+  public:
+    NamespacePeer(const std::string& path, int count) {
+        int ready[2];
+        if (::pipe2(ready, O_CLOEXEC) != 0) {
+            return;
+        }
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::close(ready[0]);
+            if (::unshare(CLONE_NEWPID) != 0) {
+                ::_exit(2);
+            }
+            pid_t inner = ::fork();
+            if (inner == 0) {
+                ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                for (int i = 0; i < count; ++i) {
+                    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+                    sockaddr_un address{};
+                    address.sun_family = AF_UNIX;
+                    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+                    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+                        break;
+                    }
+                }
+                char byte = 'r';
+                (void)!::write(ready[1], &byte, 1);
+                ::pause();
+                ::_exit(0);
+            }
+            ::waitpid(inner, nullptr, 0);
+            ::_exit(0);
+        }
+        ::close(ready[1]);
+        char byte = 0;
+        ok_ = pid_ > 0 && ::read(ready[0], &byte, 1) == 1;
+        ::close(ready[0]);
+    }
+    ~NamespacePeer() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    NamespacePeer(const NamespacePeer&) = delete;
+    NamespacePeer& operator=(const NamespacePeer&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    pid_t pid_ = -1;
+    bool ok_ = false;
 };
 
 } // namespace
@@ -1185,7 +1314,8 @@ TEST_F(SocketTest, RegistersThroughTheSocketWithPeerCredentials) {
     ASSERT_TRUE(real_root);
     root = std::make_unique<Sysroot>(std::move(*real_root));
     make_group("job1");
-    EXPECT_EQ(exchange(request("job1", app.own_slot())), "OK\n");
+    EXPECT_EQ(exchange(request("job1", app.own_slot())), "ERR refused\n"); // no descriptor
+    EXPECT_EQ(exchange(request("job1", app.own_slot()), app.lock_fd()), "OK\n");
     EXPECT_EQ(core().registrations("job1"),
               (std::map<int, int32_t>{{app.own_slot(), static_cast<int32_t>(::getpid())}}));
     // Another slot of the same group, which this process does not hold.
@@ -1194,14 +1324,16 @@ TEST_F(SocketTest, RegistersThroughTheSocketWithPeerCredentials) {
     ASSERT_TRUE(other.open(config.state_dir.c_str(), "job1", problem));
     ASSERT_TRUE(other.register_process(problem));
     other.close();
-    EXPECT_EQ(exchange(request("job1", (app.own_slot() + 1) % kMaxSlots)), "ERR slot-not-live\n");
+    EXPECT_EQ(exchange(request("job1", (app.own_slot() + 1) % kMaxSlots), app.lock_fd()),
+              "ERR refused\n");
 }
 
 TEST_F(SocketTest, MalformedTrafficIsAnsweredAndNeverCrashes) {
     make_group("job1");
     EXPECT_EQ(exchange("garbage\n"), "ERR unknown-request\n");
     EXPECT_EQ(exchange(std::string(4000, 'x')), "ERR request-too-long\n");
-    EXPECT_EQ(exchange("GPULIMIT1 REGISTER job1 1"), "ERR no-final-newline\n");
+    EXPECT_EQ(exchange("GPULIMIT2 REGISTER job1 1"), "ERR no-final-newline\n");
+    EXPECT_EQ(exchange("GPULIMIT1 REGISTER job1 1\n"), "ERR old-protocol\n");
     std::string binary(100, '\0');
     EXPECT_EQ(exchange(binary), "ERR unknown-request\n");
     std::mt19937 random(99);
@@ -1270,7 +1402,7 @@ TEST_F(SocketTest, PassedFileDescriptorsAreNotKept) {
         ASSERT_GE(fd, 0);
         int passed[2] = {::open("/dev/null", O_RDONLY | O_CLOEXEC), ::dup(fd)};
         char control[CMSG_SPACE(sizeof passed)] = {};
-        char data[] = "GPULIMIT1 REGISTER job1 1\n";
+        char data[] = "GPULIMIT2 REGISTER job1 1\n";
         iovec vector{data, sizeof data - 1};
         msghdr message{};
         message.msg_iov = &vector;
@@ -1289,6 +1421,86 @@ TEST_F(SocketTest, PassedFileDescriptorsAreNotKept) {
         ::close(fd);
     }
     EXPECT_EQ(open_fds(), before);
+}
+
+// Bounds per peer, not per uid: two uid-0 peers in different pid namespaces
+// (two rootful containers) each have their own share, so one that opens
+// connections without end does not lock the other out.
+TEST_F(SocketTest, OneUidZeroContainerCannotUseUpAnothersShare) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root (pid namespaces)";
+    }
+    make_group("job1");
+    NamespacePeer greedy(path, static_cast<int>(RegistrationServer::kMaxConnections));
+    if (!greedy.ok()) {
+        GTEST_SKIP() << "cannot make a pid namespace here";
+    }
+    for (int round = 0; round < 4; ++round) {
+        service();
+    }
+    EXPECT_EQ(server->connections(), RegistrationServer::kPerPeer);
+    // The other container: served (its request is read and answered).
+    int handled_before = handled;
+    pid_t other = ::fork();
+    if (other == 0) {
+        if (::unshare(CLONE_NEWPID) != 0) {
+            ::_exit(2);
+        }
+        pid_t inner = ::fork();
+        if (inner == 0) {
+            int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+            sockaddr_un address{};
+            address.sun_family = AF_UNIX;
+            std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+            if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+                ::_exit(3);
+            }
+            (void)!::send(fd, "hello\n", 6, MSG_NOSIGNAL);
+            char reply[64] = {};
+            ssize_t got = ::recv(fd, reply, sizeof reply - 1, 0);
+            ::_exit(got > 0 && std::string(reply) == "ERR unknown-request\n" ? 0 : 4);
+        }
+        int status = 0;
+        ::waitpid(inner, &status, 0);
+        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+    }
+    int status = -1;
+    for (int round = 0; round < 400; ++round) {
+        service();
+        if (::waitpid(other, &status, WNOHANG) == other) {
+            break;
+        }
+        ::usleep(5000);
+    }
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the second container was not served";
+    EXPECT_GT(handled, handled_before);
+}
+
+// The last places of the table are root's of the host: containers that
+// fill the rest (each within its own share) do not lock root out.
+TEST_F(SocketTest, RootOfTheHostAlwaysHasRoom) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root (pid namespaces)";
+    }
+    make_group("job1");
+    const size_t general = RegistrationServer::kMaxConnections - RegistrationServer::kRootReserve;
+    std::vector<std::unique_ptr<NamespacePeer>> peers;
+    for (size_t i = 0; i * RegistrationServer::kPerPeer < general + RegistrationServer::kPerPeer;
+         ++i) {
+        peers.push_back(
+            std::make_unique<NamespacePeer>(path, static_cast<int>(RegistrationServer::kPerPeer)));
+        if (!peers.back()->ok()) {
+            GTEST_SKIP() << "cannot make a pid namespace here";
+        }
+        service();
+    }
+    for (int round = 0; round < 4; ++round) {
+        service();
+    }
+    EXPECT_EQ(server->connections(), general);
+    // Root of the host (this process): served.
+    EXPECT_EQ(exchange("hello\n"), "ERR unknown-request\n");
 }
 
 } // namespace gpuinit::limit

@@ -1,4 +1,4 @@
-// A group's shared state (libgpuinit/limit/src/group_state.cpp): creation and
+// A group's shared state (libgpuinit/limit_core/src/group_state.cpp): creation and
 // trust checks, initialization among processes starting together, devices
 // and caps, admission exact to the byte, and reclaim of dead processes at
 // every step of the protocol. Processes are forked children; a child reports

@@ -13,6 +13,7 @@ namespace gpuinit {
 struct SpawnRequest {
     std::vector<std::string> argv;      // argv[0] is a path; no PATH search
     std::vector<std::string> extra_env; // "NAME=value", added to this process's environment
+                                        // (replacing an inherited NAME)
     std::string* output = nullptr;      // when set, receives stdout and stderr
     // Bounds, both off by default. With either set, the program runs in a
     // process group of its own, and the whole group is killed (SIGKILL) and

@@ -10,11 +10,15 @@
 // writes may crash the daemon, grow its memory without bound, or make it act
 // on another group or on a process that is not the group's:
 // - Registration: the host pid is SO_PEERCRED's, never the message's. The
-//   daemon believes "I own slot S of group G" only when that very process
-//   holds, through one of its own fds (/proc/<pid>/fdinfo/*, "lock:" lines),
-//   the OFD write lock on slot S's byte of G's state file (same device and
-//   inode as the daemon's own open). A process can hold that lock only if it
-//   opened G's state, and only one description holds it at a time.
+//   daemon believes "I own slot S of group G" only when the descriptor the
+//   process sent with its request (SCM_RIGHTS) is an open of G's state file
+//   (same device and inode as the daemon's own open) whose description
+//   holds the OFD write lock on slot S's byte: the daemon's own open sees
+//   the byte held, the sent one sees no other holder (F_OFD_GETLK). A
+//   process can hold that lock only if it opened G's state, and only one
+//   description holds it at a time. The check costs the same whatever the
+//   number of fds the process has (it used to read /proc/<pid>/fdinfo).
+//   Every refusal past the datagram's syntax is one reason, "refused".
 // - The daemon never believes the state file's host_pid fields (a group's
 //   processes can write their own state): it keeps its own table of verified
 //   registrations and writes host_pid for `gpu-limit status` only.
@@ -51,6 +55,7 @@
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/limit/compute.hpp"
 #include "gpuinit/limit/group_state.hpp"
+#include "gpuinit/service/peer.hpp"
 
 #include <cstdint>
 #include <map>
@@ -201,8 +206,11 @@ class DaemonCore {
     DaemonCore(const DaemonCore&) = delete;
     DaemonCore& operator=(const DaemonCore&) = delete;
 
-    // One registration datagram: the reply, "OK\n" or "ERR <reason>\n".
-    std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer);
+    // One registration datagram and the descriptor that came with it (-1:
+    // none; the caller keeps it and closes it): the reply, "OK\n" or
+    // "ERR <reason>\n" (daemon_protocol.hpp).
+    std::string handle_datagram(const char* data, size_t size, const PeerCredentials& peer,
+                                int slot_fd);
 
     // One sampling pass: groups found or gone, registrations of dead
     // processes dropped, processes mapped, a compute step, external memory
@@ -223,6 +231,12 @@ class DaemonCore {
     void close_all();
 
     size_t group_count() const { return groups_.size(); }
+    // Whether the daemon drives any group's compute gate (then it must step
+    // every control period; otherwise a pass now and then is enough).
+    bool driving() const;
+    // Opens the group as discovery does: "" when it is watched, else why
+    // not (the reason its log gives; a registration only hears "refused").
+    std::string try_open(const std::string& group);
     // Verified registrations of a group (slot -> host pid), for tests.
     std::map<int, int32_t> registrations(const std::string& group) const;
 
@@ -244,12 +258,15 @@ class DaemonCore {
     DaemonEffects& effects_;
     std::map<std::string, std::unique_ptr<Group>> groups_;
     // pid -> (group name or "", start time) from cgroup lookups, kept while
-    // the pid stays on a GPU.
+    // the pid stays on a GPU. A "no group" answer holds only while the set
+    // of groups is the one it was looked up against (groups_generation_).
     struct CgroupCache {
         std::string group;
         uint64_t start_time = 0;
+        uint64_t generation = 0;
         bool seen = false;
     };
+    uint64_t groups_generation_ = 0; // counts the groups opened
     std::map<int32_t, CgroupCache> cgroup_cache_;
     // Groups that could not be opened, said once each (forgotten when their
     // directory goes).
@@ -304,15 +321,35 @@ bool container_id_like(std::string_view group);
 // ---------------------------------------------------------------------------
 // The registration socket: AF_UNIX SOCK_SEQPACKET, 0666 (container processes
 // of any uid connect; SO_PEERCRED says who), non-blocking, bounded: at most
-// kMaxConnections waiting for their datagram, each for at most a second;
-// a datagram of kDaemonMaxMessage bytes or more is refused unread.
+// kMaxConnections waiting for their datagram, each for at most a second
+// from connect; a datagram of kDaemonMaxMessage bytes or more is refused
+// unread, and only one descriptor beside it is kept.
+//
+// Bounded per peer, not per uid: rootful containers without a user
+// namespace all connect as uid 0, so a bound per uid would let one
+// container use up every other's share. A peer is the service layer's
+// PeerKey (service/peer.hpp): its uid, and for uid 0 its pid namespace too
+// (any other user makes namespaces at will): at most kPerPeer
+// connections at a time and kRequestsPerSecond requests a second each. The
+// last kRootReserve places of the table are only for the host's root (uid 0
+// in the daemon's own user and pid namespaces: `gpu-limit status`, probes).
 
 class RegistrationServer {
   public:
     static constexpr size_t kMaxConnections = 64;
+    static constexpr size_t kRootReserve = 8;
+    static constexpr size_t kPerPeer = 4;
+    static constexpr uint32_t kRequestsPerSecond = 64;
     static constexpr uint64_t kConnectionTimeoutNs = 1'000'000'000;
-    // Accepts per service() call, so that a flood cannot starve sampling.
-    static constexpr int kAcceptsPerService = 256;
+    // Accepts per window of kAcceptWindowNs: past it, the listener is not
+    // polled until the next window, and further clients wait in the
+    // kernel's backlog (or are refused there when it is full). A flood of
+    // connections, even ones refused at once, then costs the daemon a
+    // bounded share of a CPU, and the compute steps keep their period.
+    static constexpr int kAcceptsPerWindow = 128;
+    static constexpr uint64_t kAcceptWindowNs = 25'000'000;
+    // Peers whose request rate is remembered (the oldest are forgotten).
+    static constexpr size_t kMaxRememberedPeers = 1024;
 
     // Binds `path` (removing a stale socket there first: the caller holds the
     // daemon's pid lock, so no other daemon uses it).
@@ -325,9 +362,10 @@ class RegistrationServer {
     // Readable when anything is to be done (an epoll fd: poll it).
     int fd() const { return epoll_.get(); }
     // Handles what is ready, without blocking. `handler` answers one
-    // datagram.
+    // datagram and the descriptor sent with it (-1: none; closed by the
+    // server afterwards).
     using Handler = std::string (*)(void* context, const char* data, size_t size,
-                                    const PeerCredentials& peer);
+                                    const PeerCredentials& peer, int passed_fd);
     void service(uint64_t now_ns, Handler handler, void* context);
     size_t connections() const { return connections_.size(); }
     // Removes the socket file (a clean stop).
@@ -336,17 +374,33 @@ class RegistrationServer {
   private:
     RegistrationServer() = default;
     void accept_some(uint64_t now_ns);
-    void answer(int fd, Handler handler, void* context);
+    void answer(int fd, uint64_t now_ns, Handler handler, void* context);
     void drop(int fd);
+    // Whether the peer may send one more request now (its bucket).
+    bool take_request(const service::PeerKey& key, uint64_t now_ns);
 
     std::string path_;
     UniqueFd listener_;
     UniqueFd epoll_;
+    UniqueFd proc_; // /proc, for the peers' pid namespaces
+    int accepts_left_ = kAcceptsPerWindow;
+    uint64_t window_start_ns_ = 0;
+    bool listening_ = true; // the listener is in the epoll set
+    uint64_t own_namespace_ = 0;
     struct Connection {
         UniqueFd fd;
         uint64_t accepted_ns = 0;
+        service::PeerKey peer;
+        bool host_root = false;
+        PeerCredentials credentials;
     };
     std::map<int, Connection> connections_; // by fd
+    std::map<service::PeerKey, size_t> open_by_peer_;
+    struct Bucket {
+        double tokens = 0;
+        uint64_t refilled_ns = 0;
+    };
+    std::map<service::PeerKey, Bucket> buckets_;
 };
 
 } // namespace gpuinit::limit

@@ -14,6 +14,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
 #include "gpuinit/persist/gpu_table.hpp"
+#include "gpuinit/service/peer.hpp"
 
 #include <optional>
 #include <string>
@@ -43,14 +44,6 @@ struct ControlRequest {
 // One line without its newline.
 Result<ControlRequest> parse_control_request(std::string_view line);
 std::string format_control_request(const ControlRequest& request);
-
-// Who is asking, from SO_PEERCRED (and SO_PEERGROUPS where the kernel has it).
-struct PeerCredentials {
-    pid_t pid = 0;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    std::vector<gid_t> groups;
-};
 
 // Queries are open to all; a change needs uid 0 or the admin group (the
 // peer's primary or supplementary group).

@@ -1,11 +1,16 @@
 // The registration protocol between libgpulimit.so and `gpu-limit daemon`:
 // one datagram on an AF_UNIX SOCK_SEQPACKET socket,
 //
-//     GPULIMIT1 REGISTER <group> <slot>\n
+//     GPULIMIT2 REGISTER <group> <slot>\n
 //
-// answered with "OK\n" or "ERR <reason>\n". The daemon takes the sender's
-// host pid from SO_PEERCRED, never from the message, and believes the slot
-// only when that process holds the slot's lock (daemon.hpp says how).
+// with exactly one file descriptor beside it (SCM_RIGHTS): the sender's open
+// of the group's state file, the one whose description holds the slot's OFD
+// lock. Answered with "OK\n" or "ERR <reason>\n". The daemon takes the
+// sender's host pid from SO_PEERCRED, never from the message, and believes
+// the slot only when the descriptor it was handed holds the slot's lock
+// (daemon.hpp says how): one fcntl, whatever number of fds the sender has.
+// Version 1 (no descriptor; the daemon read the sender's /proc fdinfo) is
+// refused as "old-protocol".
 //
 // Freestanding (no heap, no exceptions): the library side formats, the
 // daemon parses, with the same rules.
@@ -21,10 +26,18 @@ namespace gpuinit::limit {
 // integration mounts it in a container.
 inline constexpr const char* kDaemonSocketPath = "/run/gpu-limit/daemon.sock";
 inline constexpr const char* kDaemonStateDir = "/run/gpu-limit";
-// Longer than any valid request ("GPULIMIT1 REGISTER " + 64 + " " + 4 + "\n"
+// Longer than any valid request ("GPULIMIT2 REGISTER " + 64 + " " + 4 + "\n"
 // is 89 bytes): a datagram of this size or more is refused unread.
 inline constexpr size_t kDaemonMaxMessage = 128;
 inline constexpr const char* kReplyOk = "OK\n";
+inline constexpr int kDaemonProtocolVersion = 2;
+// Every refusal about a group, its slots or the descriptor is this one
+// reason: a sender that cannot prove it owns the slot learns nothing about
+// the group (whether it exists, which slots are live).
+inline constexpr const char* kReplyRefused = "ERR refused\n";
+// The daemon has no room for this sender now (its own share, or the whole
+// table, is in use).
+inline constexpr const char* kReplyBusy = "ERR busy\n";
 
 struct RegisterRequest {
     char group[kGroupNameSize] = {};

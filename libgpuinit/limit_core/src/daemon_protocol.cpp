@@ -10,7 +10,8 @@ namespace gpuinit::limit {
 
 namespace {
 
-constexpr char kPrefix[] = "GPULIMIT1 REGISTER ";
+constexpr char kPrefix[] = "GPULIMIT2 REGISTER ";
+constexpr char kOldPrefix[] = "GPULIMIT1 ";
 constexpr size_t kPrefixLength = sizeof kPrefix - 1;
 
 bool name_char(char c) {
@@ -41,6 +42,11 @@ bool parse_register_request(const char* data, size_t size, RegisterRequest& requ
     }
     if (size >= kDaemonMaxMessage) {
         reason = "request-too-long";
+        return false;
+    }
+    if (size >= sizeof kOldPrefix - 1 &&
+        std::memcmp(data, kOldPrefix, sizeof kOldPrefix - 1) == 0) {
+        reason = "old-protocol";
         return false;
     }
     if (size < kPrefixLength || std::memcmp(data, kPrefix, kPrefixLength) != 0) {

@@ -1,4 +1,4 @@
-#include "gpuinit/persist/service.hpp"
+#include "gpuinit/service/log.hpp"
 
 #include "gpuinit/base/text.hpp"
 
@@ -24,7 +24,7 @@ Result<Notifier> Notifier::from_environment() {
     if ((path[0] != '/' && path[0] != '@') || length >= sizeof(address.sun_path)) {
         return error("NOTIFY_SOCKET=" + quote(path) +
                          " is not a socket path; unset it or run "
-                         "gpu-persist from a Type=notify unit",
+                         "the daemon from a Type=notify unit",
                      EINVAL);
     }
     std::memcpy(address.sun_path, path, length);
@@ -53,11 +53,11 @@ Status Notifier::send(std::string_view state) const {
     return {};
 }
 
-Log::Log(bool use_syslog, int verbosity)
-    : syslog_(use_syslog), journal_(std::getenv("JOURNAL_STREAM") != nullptr),
+Log::Log(std::string_view ident, bool use_syslog, int verbosity)
+    : ident_(ident), syslog_(use_syslog), journal_(std::getenv("JOURNAL_STREAM") != nullptr),
       verbosity_(verbosity) {
     if (syslog_) {
-        ::openlog("gpu-persist", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        ::openlog(ident_.c_str(), LOG_PID | LOG_NDELAY, LOG_DAEMON);
     }
 }
 
@@ -82,7 +82,7 @@ void Log::write(LogLevel level, std::string_view message) const {
                          : level == LogLevel::Warning ? "<4>"
                          : level == LogLevel::Info    ? "<6>"
                                                       : "<7>";
-    std::fprintf(stderr, "%sgpu-persist: %s\n", journal_ ? prefix : "", line.c_str());
+    std::fprintf(stderr, "%s%s: %s\n", journal_ ? prefix : "", ident_.c_str(), line.c_str());
 }
 
 void Log::diagnostic(const Diagnostic& diagnostic) const {

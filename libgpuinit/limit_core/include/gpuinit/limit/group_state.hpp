@@ -223,7 +223,8 @@ class GroupState {
     // daemon learned it.
     bool slot_pids(int slot, int32_t& pid, int32_t& host_pid) const;
     // The open state file (st_dev, st_ino) and the offset of slot i's lock
-    // byte in it: which process holds that lock is in /proc/<pid>/fdinfo.
+    // byte in it: which process holds that lock is in /proc/<pid>/fdinfo
+    // (`gpu-limit status`; the daemon takes the descriptor itself).
     bool slot_lock_place(int slot, uint64_t& device, uint64_t& inode, uint64_t& offset) const;
 
     // Admission: adds `bytes` to the device's group total if the total stays
@@ -271,6 +272,10 @@ class GroupState {
     bool slot_usage(int slot, int32_t& pid, uint64_t charged[kMaxGroupDevices], bool& alive,
                     char comm[16]) const;
     int own_slot() const { return slot_; }
+    // The descriptor whose open description holds this handle's locks (the
+    // slot's among them): what the library hands the host daemon to prove
+    // its slot (daemon_protocol.hpp). -1 when closed.
+    int lock_fd() const { return fd_; }
     // The mapping (sizeof(StateFile) bytes; nullptr when closed), for the
     // daemon's SIGBUS guard (sigbus_guard.hpp).
     void* mapping() const { return file_; }
