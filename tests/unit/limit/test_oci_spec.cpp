@@ -9,6 +9,7 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -439,21 +440,30 @@ TEST(OciSpec, TheGroupOfAPrecreateHookComesFromTheCgroupPath) {
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"machine.slice:libpod:)" + id + R"("}})"), id);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"kubepods.slice:crio:)" + id2 + R"("}})"), id2);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/kubepods/crio-)" + id + R"(.scope"}})"), id);
-    // CRI-O's annotation when the path says nothing.
-    EXPECT_EQ(group(R"({"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
-              id2);
-    // The path wins over annotations, which the user writes.
+    // The path wins over annotations.
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-)" + id +
                     R"("},"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
               id);
-    // Our own annotation only for a name the hook made up.
-    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":"oci-0123abcd"}})"),
-              "oci-0123abcd");
-    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":")" + id + R"("}})"),
-              std::nullopt);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-ABC"}})"), std::nullopt);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/user.slice/)" + id + R"(x"}})"), std::nullopt);
     EXPECT_EQ(group(R"({})"), std::nullopt);
+}
+
+// Annotations are the container creator's to write (podman run --annotation):
+// one naming another container's group would hand that group over.
+TEST(OciSpec, NoAnnotationNamesThePrecreateGroup) {
+    const std::string id(64, 'a');
+    auto group = [](const std::string& body) { return group_from_spec(spec_ok(body)); };
+    EXPECT_EQ(group(R"({"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id + R"("}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":""},"annotations":{)"
+                    R"("io.kubernetes.cri-o.ContainerID":")" +
+                    id + R"("}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":"oci-0123abcd"}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":")" + id + R"("}})"),
+              std::nullopt);
 }
 
 TEST(OciSpec, RandomGroupsAreValidAndDiffer) {
@@ -467,18 +477,19 @@ TEST(OciSpec, RandomGroupsAreValidAndDiffer) {
     EXPECT_NE(*a, *b);
 }
 
-TEST(OciSpec, ThePoststopGroupIsTheIdOrAMadeUpName) {
+TEST(OciSpec, ThePoststopGroupIsTheStatesIdOnly) {
     const std::string id(64, 'b');
     EXPECT_EQ(group_from_state(R"({"ociVersion":"1.0.2","id":")" + id + R"(","status":"stopped"})")
                   .value_or(""),
               id);
+    // podman hands poststop hooks the annotations its user wrote: none of
+    // them may point the cleanup at another container's directory.
     EXPECT_EQ(group_from_state(R"({"id":")" + id +
                                R"(","annotations":{"org.gpuinit.gpu-limit.group":"oci-12"}})")
                   .value_or(""),
-              "oci-12");
-    // A name the user wrote must not point at another container's directory.
+              id);
     EXPECT_EQ(group_from_state(R"({"id":"mine","annotations":{"org.gpuinit.gpu-limit.group":")" +
-                               id + R"("}})")
+                               id + R"(","io.kubernetes.cri-o.ContainerID":")" + id + R"("}})")
                   .value_or(""),
               "mine");
     for (const char* bad : {R"({"id":"../etc"})", R"({"id":""})", R"({"id":"."})", R"({})",
@@ -842,14 +853,36 @@ TEST(OciHost, PrepareMakesTheRootThePreloadFileAndTheGroup) {
     EXPECT_TRUE(S_ISDIR(status.st_mode));
     EXPECT_EQ(status.st_mode & 07777, 0700u);
     EXPECT_EQ(status.st_uid, owner.uid);
-    // Again: the same, and a wrong preload file is put right.
+    // Another group: a wrong preload file is put right.
     write_file(root + "/ld.so.preload", "/evil.so\n");
-    ASSERT_EQ(::chmod((root + "/g1").c_str(), 0755), 0);
-    ASSERT_TRUE(prepare_host(root, "g1", owner).ok());
+    ASSERT_TRUE(prepare_host(root, "g2", owner).ok());
     EXPECT_EQ(read_file(root + "/ld.so.preload"), "/usr/lib/gpuinit/libgpulimit.so\n");
-    ASSERT_EQ(::stat((root + "/g1").c_str(), &status), 0);
-    EXPECT_EQ(status.st_mode & 07777, 0700u);
     EXPECT_FALSE(prepare_host(root, "../g", owner).ok());
+}
+
+// A group's directory is made once, by the container it names: a second
+// container naming it (a takeover, or a leftover) is refused in one line
+// that names it, and the directory keeps its owner, mode and contents.
+TEST(OciHost, PrepareRefusesAGroupThatExistsAndNeverReownsIt) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    HostOwner owner{::getuid(), ::getgid()};
+    ASSERT_TRUE(prepare_host(root, "victim", owner).ok());
+    write_file(root + "/victim/state", "the victim's");
+    ASSERT_EQ(::chmod((root + "/victim").c_str(), 0750), 0);
+    auto again = prepare_host(root, "victim", owner);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code, EEXIST);
+    const std::string message = again.error().text();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_NE(message.find(root + "/victim"), std::string::npos) << message;
+    struct stat status {};
+    ASSERT_EQ(::stat((root + "/victim").c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0750u);
+    EXPECT_EQ(read_file(root + "/victim/state"), "the victim's");
+    // A plain file or a symlink by that name is refused too.
+    write_file(root + "/file", "x");
+    EXPECT_FALSE(prepare_host(root, "file", owner).ok());
 }
 
 TEST(OciHost, PrepareRefusesSymlinksAndAWritableRoot) {
@@ -1036,7 +1069,12 @@ TEST_F(OciHookText, WithTheSwitchTheConfigIsEditedOnceAndTheGroupMade) {
     struct stat status {};
     ASSERT_EQ(::lstat((temp_ / "state/" + id).c_str(), &status), 0);
     EXPECT_TRUE(S_ISDIR(status.st_mode));
-    // Through the hook again: nothing more to add, the text as it came.
+    // Through the hook again while the group is there: refused, nothing out.
+    auto [refused, nothing] = hook(output);
+    EXPECT_EQ(refused, 3);
+    EXPECT_EQ(nothing, "");
+    // Once it is gone (poststop): nothing more to add, the text as it came.
+    ASSERT_EQ(remove_group(temp_ / "state", id).value_or(Cleanup::Absent), Cleanup::Removed);
     auto [code2, output2] = hook(output);
     EXPECT_EQ(code2, 0);
     EXPECT_EQ(output2, output);
@@ -1069,8 +1107,13 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     const std::string head = "{\"process\":{\"user\":{\"uid\":" + std::to_string(::getuid()) +
                              ",\"gid\":" + std::to_string(::getgid()) +
                              "},\"env\":[\"AMP_VGPU_ENABLE=1\",\"NVIDIA_VISIBLE_DEVICES=";
-    const std::string tail =
-        "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    auto tail_of = [](const std::string& id) {
+        return "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    };
+    const std::string tail = tail_of(id);
+    // Each refusal below on a container of its own: the first one's group
+    // exists, and a second config naming it would be refused for that alone.
+    const std::string other = tail_of(std::string(64, 'e'));
     auto [code, output] = hook_at(head + "1" + tail);
     ASSERT_EQ(code, 0) << output;
     auto spec = parse_spec(output);
@@ -1079,7 +1122,7 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     EXPECT_NE(std::find(env.begin(), env.end(), std::string("GPU_LIMIT_DEVICES=") + kHostUuid1),
               env.end())
         << output;
-    std::tie(code, output) = hook_at(head + "2" + tail);
+    std::tie(code, output) = hook_at(head + "2" + other);
     EXPECT_EQ(code, 3);
     EXPECT_EQ(output, "");
 
@@ -1088,7 +1131,7 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     const std::string broken = root + "/proc/driver/nvidia/gpus/0000:05:00.0";
     ASSERT_EQ(std::system(("mkdir -p " + broken).c_str()), 0);
     write_file(broken + "/information", "Model: \t\t NVIDIA H100 80GB HBM3\n");
-    std::tie(code, output) = hook_at(head + "1" + tail);
+    std::tie(code, output) = hook_at(head + "1" + other);
     EXPECT_EQ(code, 3);
     EXPECT_EQ(output, "");
 }
