@@ -41,7 +41,6 @@ namespace gpuinit::tools {
 
 namespace {
 
-using limit::JsonValue;
 namespace oci = limit::oci;
 
 constexpr const char* kHookUsage =
@@ -261,7 +260,7 @@ Result<Edited> edit_config(std::string_view text, std::string group, const std::
     if (!oci::edit_spec(*spec, options)) {
         return Edited{};
     }
-    return Edited{true, limit::serialize_json(*spec)};
+    return Edited{true, serialize_json(*spec)};
 }
 
 void note(const char* program, const std::string& message) {
@@ -413,7 +412,7 @@ int runtime_failure(const RuntimeLog& log, const Diagnostic& failure, int code) 
                 ::gmtime_r(&now, &utc);
                 std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
                 entry.member("time") = JsonValue::make_string(stamp);
-                line = limit::serialize_json(entry) + "\n";
+                line = serialize_json(entry) + "\n";
             } else {
                 line = message + "\n";
             }

@@ -22,8 +22,8 @@
 // nothing of ours reads it back). Editing an edited spec changes nothing.
 #pragma once
 
+#include "gpuinit/base/json_value.hpp"
 #include "gpuinit/base/result.hpp"
-#include "gpuinit/limit/json_value.hpp"
 
 #include <optional>
 #include <string>
