@@ -2,31 +2,22 @@
 // containers that ask for it (AMP_VGPU_ENABLE=1 in their environment), as
 // eGPU's users run them: `podman run -e AMP_VGPU_ENABLE=1 ...` with the
 // precreate hook installed, `docker run --runtime=gpu-limit -e ...` with the
-// runtime shim in daemon.json. What is edited: oci_spec.hpp; the host's
-// files: oci_host.hpp. See gpu-limit(8).
+// runtime shim in daemon.json. The flow: oci_edit.hpp and oci_runtime.hpp;
+// the edit: oci_spec.hpp; the host's files: oci_host.hpp. See gpu-limit(8).
 #include "common/cli.hpp"
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
 #include "common/limit_commands.hpp"
 #include "common/report.hpp"
 #include "gpuinit/base/text.hpp"
-#include "gpuinit/base/unique_fd.hpp"
-#include "gpuinit/fs/safe_fs.hpp"
 #include "gpuinit/fs/sysroot.hpp"
-#include "gpuinit/host/machine.hpp"
-#include "gpuinit/limit/egpu.hpp"
-#include "gpuinit/limit/oci_host.hpp"
-#include "gpuinit/limit/oci_spec.hpp"
+#include "gpuinit/host/numbered_gpus.hpp"
+#include "gpuinit/limit/oci_edit.hpp"
+#include "gpuinit/limit/oci_runtime.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef GPUINIT_VERSION
@@ -41,7 +32,6 @@ namespace gpuinit::tools {
 
 namespace {
 
-using limit::JsonValue;
 namespace oci = limit::oci;
 
 constexpr const char* kHookUsage =
@@ -104,164 +94,25 @@ constexpr const char* kRuntimeUsage =
     "cannot be edited (the container is not created); 126 the runtime cannot be\n"
     "run; 127 no runtime found.\n";
 
-constexpr size_t kMaxConfigBytes = 8u << 20;
-
-// Reads all of `fd`, at most kMaxConfigBytes.
-Result<std::string> read_all(int fd, const char* what) {
-    std::string text;
-    char buffer[65536];
-    while (true) {
-        ssize_t got = ::read(fd, buffer, sizeof buffer);
-        if (got < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno_error(std::string("cannot read ") + what);
+// The host layer's numbering, handed to the edit (limit does not read the
+// host's driver itself).
+oci::HostGpuReader host_gpus(std::string root) {
+    return [root = std::move(root)]() -> Result<oci::HostGpus> {
+        auto sysroot = Sysroot::open(root);
+        if (!sysroot) {
+            return sysroot.error();
         }
-        if (got == 0) {
-            return text;
+        auto numbered = read_numbered_gpus(*sysroot);
+        if (!numbered) {
+            return numbered.error();
         }
-        text.append(buffer, static_cast<size_t>(got));
-        if (text.size() > kMaxConfigBytes) {
-            return error(std::string(what) + " is larger than 8 MiB: not an OCI config");
+        oci::HostGpus host;
+        host.listed = numbered->listed;
+        for (const Gpu& gpu : numbered->gpus) {
+            host.gpus.push_back({gpu.bdf, gpu.minor, gpu.uuid});
         }
-    }
-}
-
-Status write_all(int fd, std::string_view data, const std::string& what) {
-    while (!data.empty()) {
-        ssize_t put = ::write(fd, data.data(), data.size());
-        if (put < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno_error("cannot write " + what);
-        }
-        data.remove_prefix(static_cast<size_t>(put));
-    }
-    return {};
-}
-
-// The library must be there: a container told to preload a missing file
-// would start without the limit (ld.so only warns).
-Status check_library(const std::string& library) {
-    struct stat status {};
-    if (library.empty() || library[0] != '/') {
-        return error("the library " + quote(library) + " is not an absolute path");
-    }
-    if (::stat(library.c_str(), &status) != 0) {
-        return errno_error("the library " + library +
-                           " is missing; install gpuinit's "
-                           "libgpulimit.so or give --library PATH");
-    }
-    if (!S_ISREG(status.st_mode)) {
-        return error("the library " + library + " is not a regular file");
-    }
-    return {};
-}
-
-// The host's GPUs in nvidia-smi's numbering, from the driver's own list
-// under `root`. A broken entry (unreadable, no minor, a minor or UUID listed
-// twice) is an error: left out, it would shift every index after it. An
-// excluded GPU is left out, as NVML leaves it out.
-Result<oci::HostGpus> read_host_gpus(const std::string& root) {
-    auto sysroot = Sysroot::open(root);
-    if (!sysroot) {
-        return sysroot.error();
-    }
-    Diagnostics diagnostics;
-    auto machine = read_driver_gpus(*sysroot, diagnostics);
-    if (!machine) {
-        return machine.error();
-    }
-    for (const UnusableGpu& gpu : machine->unusable) {
-        if (gpu.severity == Severity::Error) {
-            return error("cannot number the host's GPUs: " + gpu.bdf + ": " + gpu.reason +
-                         "; fix the driver's entry or name GPUs the host has");
-        }
-    }
-    oci::HostGpus host;
-    host.listed = machine->minors_from_driver;
-    for (const Gpu& gpu : machine->gpus) {
-        host.gpus.push_back({gpu.bdf, gpu.minor, gpu.uuid});
-    }
-    auto address = [](const std::string& text) {
-        limit::PciAddress parsed;
-        limit::parse_pci_address(text.data(), text.size(), parsed);
-        return parsed;
+        return host;
     };
-    std::sort(host.gpus.begin(), host.gpus.end(),
-              [&](const oci::HostGpu& a, const oci::HostGpu& b) {
-                  return limit::pci_address_before(address(a.pci), address(b.pci));
-              });
-    return host;
-}
-
-struct Edited {
-    bool changed = false;
-    std::string text;
-};
-
-// The common part of the hook and the shim: the config text in, the text
-// out (`changed` false: write the input as it was). `group` empty: learn it
-// from the spec (the hook).
-Result<Edited> edit_config(std::string_view text, std::string group, const std::string& library,
-                           const std::string& state_root, const std::string& root) {
-    auto spec = oci::parse_spec(text);
-    if (!spec) {
-        // A config our strict parser refuses but that cannot ask for the
-        // limit is the runtime's business, not ours.
-        if (text.find("AMP_VGPU_ENABLE") == std::string_view::npos) {
-            return Edited{};
-        }
-        return spec.error();
-    }
-    if (!oci::limit_requested(*spec)) {
-        return Edited{};
-    }
-    if (group.empty()) {
-        if (auto known = oci::group_from_spec(*spec)) {
-            group = *known;
-        } else {
-            auto made = oci::random_group_name();
-            if (!made) {
-                return made.error();
-            }
-            group = *made;
-        }
-    }
-    if (!oci::valid_group_name(group)) {
-        return error("the container id " + quote(group) +
-                     " is not a group name ([A-Za-z0-9._-], 1 to 64 characters)");
-    }
-    if (auto found = check_library(library); !found) {
-        return found.error();
-    }
-    auto host = read_host_gpus(root);
-    if (!host) {
-        return host.error();
-    }
-    auto devices = oci::container_devices(*spec, *host);
-    if (!devices) {
-        return devices.error();
-    }
-    auto owner = oci::state_owner(*spec);
-    if (!owner) {
-        return owner.error();
-    }
-    if (auto prepared = oci::prepare_host(state_root, group, *owner); !prepared) {
-        return prepared.error();
-    }
-    oci::EditOptions options;
-    options.library = library;
-    options.state_root = state_root;
-    options.group = group;
-    options.daemon_socket = oci::daemon_socket_present(state_root);
-    options.devices = *devices;
-    if (!oci::edit_spec(*spec, options)) {
-        return Edited{};
-    }
-    return Edited{true, limit::serialize_json(*spec)};
 }
 
 void note(const char* program, const std::string& message) {
@@ -269,224 +120,22 @@ void note(const char* program, const std::string& message) {
     (void)!::write(STDERR_FILENO, line.data(), line.size());
 }
 
-int hook_precreate(const std::string& library, const std::string& state_root,
-                   const std::string& root) {
-    auto text = read_all(STDIN_FILENO, "the config on stdin");
-    if (!text) {
-        return report_failure("gpu-limit oci-hook", text.error(), false, 0, kLimitCannotRun);
-    }
-    auto edited = edit_config(*text, {}, library, state_root, root);
-    if (!edited) {
-        return report_failure("gpu-limit oci-hook", edited.error(), false, 0, kLimitCannotRun);
-    }
-    auto written = write_all(STDOUT_FILENO, edited->changed ? edited->text : *text, "stdout");
-    if (!written) {
-        return report_failure("gpu-limit oci-hook", written.error(), false, 0, kLimitCannotRun);
-    }
-    return kLimitOk;
-}
-
-// Removes a group's directory, saying why it stays when it does.
-int cleanup(const char* program, const std::string& state_root, const std::string& group,
-            int verbosity) {
-    auto removed = oci::remove_group(state_root, group);
-    if (!removed) {
-        return report_failure(program, removed.error(), false, 0, kLimitCannotRun);
-    }
-    if (*removed == oci::Cleanup::InUse && verbosity >= 0) {
-        note(program, state_root + "/" + group +
-                          " is still held by a live process of the group: left in place");
-    }
-    return kLimitOk;
-}
-
-int hook_poststop(const std::string& state_root, int verbosity) {
-    auto text = read_all(STDIN_FILENO, "the state on stdin");
-    if (!text) {
-        return report_failure("gpu-limit oci-hook", text.error(), false, 0, kLimitCannotRun);
-    }
-    auto group = oci::group_from_state(*text);
-    if (!group) {
-        return report_failure("gpu-limit oci-hook", group.error(), false, 0, kLimitCannotRun);
-    }
-    return cleanup("gpu-limit oci-hook", state_root, *group, verbosity);
-}
-
-// --- the runtime shim ---
-
-constexpr const char* kRuntimeDirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                                        "/usr/bin",        "/sbin",          "/bin"};
-constexpr const char* kRuntimeNames[] = {"nvidia-container-runtime", "runc", "crun"};
-
-bool is_self(const struct stat& candidate) {
-    struct stat self {};
-    return ::stat("/proc/self/exe", &self) == 0 && self.st_dev == candidate.st_dev &&
-           self.st_ino == candidate.st_ino;
-}
-
-// The real runtime: --runtime-path, $GPU_LIMIT_RUNTIME (the environment of
-// containerd or podman, both root's), else a fixed list: $PATH is whatever
-// the daemon was started with, and a runtime runs every container as root.
-Result<std::string> find_runtime(const std::optional<std::string>& given) {
-    std::optional<std::string> chosen = given;
-    const char* from = "--runtime-path";
-    if (!chosen) {
-        if (const char* value = std::getenv("GPU_LIMIT_RUNTIME"); value != nullptr && *value) {
-            chosen = value;
-            from = "GPU_LIMIT_RUNTIME";
-        }
-    }
-    if (chosen) {
-        if ((*chosen)[0] != '/') {
-            return error(std::string(from) + "=" + quote(*chosen) + " is not an absolute path");
-        }
-        struct stat status {};
-        if (::stat(chosen->c_str(), &status) == 0 && is_self(status)) {
-            return error(std::string(from) + " names gpu-limit itself; name runc, crun or "
-                                             "nvidia-container-runtime");
-        }
-        return *chosen;
-    }
-    for (const char* name : kRuntimeNames) {
-        for (const char* dir : kRuntimeDirs) {
-            std::string path = std::string(dir) + "/" + name;
-            struct stat status {};
-            if (::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode) &&
-                (status.st_mode & 0111) != 0 && !is_self(status)) {
-                return path;
-            }
-        }
-    }
-    return error("no OCI runtime found (nvidia-container-runtime, runc or crun in /usr/sbin, "
-                 "/usr/bin, ...); install runc or give --runtime-path PATH in daemon.json's "
-                 "runtimeArgs");
-}
-
-// The runtime's own options we need: where it logs, in which format.
-struct RuntimeLog {
-    std::string path;
-    bool json = false;
-};
-
-RuntimeLog runtime_log(const std::vector<std::string>& forward, const std::string& command) {
-    RuntimeLog log;
-    for (size_t i = 0; i < forward.size() && forward[i] != command; ++i) {
-        const std::string& word = forward[i];
-        for (const char* name : {"--log", "-log", "--log-format", "-log-format"}) {
-            std::string option = name;
-            std::optional<std::string> value;
-            if (word == option && i + 1 < forward.size()) {
-                value = forward[i + 1];
-            } else if (word.rfind(option + "=", 0) == 0) {
-                value = word.substr(option.size() + 1);
-            }
-            if (!value) {
-                continue;
-            }
-            if (option.find("format") != std::string::npos) {
-                log.json = *value == "json";
-            } else {
-                log.path = *value;
-            }
-        }
-    }
-    return log;
-}
-
-// Says why the container was not created, on stderr and, as runc would,
-// in the runtime's log: containerd reports the log's last error to docker,
-// which shows it to the user ("OCI runtime create failed: ...").
-int runtime_failure(const RuntimeLog& log, const Diagnostic& failure, int code) {
-    std::string message = "gpu-limit runtime: " + failure.text();
-    if (!log.path.empty() && log.path[0] == '/') {
-        UniqueFd fd(
-            ::open(log.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-        if (fd.valid()) {
-            std::string line;
-            if (log.json) {
-                JsonValue entry = JsonValue::make_object();
-                entry.member("level") = JsonValue::make_string("error");
-                entry.member("msg") = JsonValue::make_string(message);
-                char stamp[32];
-                std::time_t now = std::time(nullptr);
-                struct tm utc {};
-                ::gmtime_r(&now, &utc);
-                std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
-                entry.member("time") = JsonValue::make_string(stamp);
-                line = limit::serialize_json(entry) + "\n";
-            } else {
-                line = message + "\n";
-            }
-            (void)write_all(fd.get(), line, log.path);
-        }
-    }
+// Says why, on stderr and in the runtime's log.
+int runtime_failure(const oci::RuntimeLog& log, const Diagnostic& failure, int code) {
+    oci::log_runtime_failure(log, "gpu-limit runtime: " + failure.text());
     note("gpu-limit runtime", failure.text());
     return code;
 }
 
-// Rewrites the bundle's config.json: a temporary file in the bundle with the
-// old one's owner and mode, renamed over it, so the runtime reads the old
-// config or the new, whole.
-Status edit_bundle(const oci::RuntimeCall& call, const std::string& library,
-                   const std::string& state_root) {
-    if (call.config) {
-        return error("crun's --config is not supported by gpu-limit runtime: give the "
-                     "bundle's config.json");
+// From our option, else the environment of containerd or dockerd (root's):
+// by name (containerd's BinaryName, a RuntimeClass) no words of ours come.
+std::string setting(const std::optional<std::string>& given, const char* variable,
+                    const char* fallback) {
+    if (given) {
+        return *given;
     }
-    std::string bundle = call.bundle.value_or(".");
-    UniqueFd dir(::open(bundle.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir.valid()) {
-        return errno_error("cannot open the bundle " + bundle);
-    }
-    UniqueFd file(::openat(dir.get(), "config.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!file.valid()) {
-        return errno_error("cannot open " + bundle + "/config.json");
-    }
-    struct stat status {};
-    if (::fstat(file.get(), &status) != 0 || !S_ISREG(status.st_mode)) {
-        return error(bundle + "/config.json is not a regular file");
-    }
-    auto text = read_all(file.get(), "config.json");
-    if (!text) {
-        return text.error();
-    }
-    file.reset();
-    auto edited = edit_config(*text, call.id, library, state_root, call.host_root.value_or("/"));
-    if (!edited) {
-        return edited.error();
-    }
-    if (!edited->changed) {
-        return {};
-    }
-    std::string temp = temp_name("config.json");
-    UniqueFd out(::openat(dir.get(), temp.c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                          status.st_mode & 07777));
-    if (!out.valid()) {
-        return errno_error("cannot write " + bundle + "/" + temp);
-    }
-    Status written = write_all(out.get(), edited->text, bundle + "/" + temp);
-    if (written && (::fchown(out.get(), status.st_uid, status.st_gid) != 0 ||
-                    ::fchmod(out.get(), status.st_mode & 07777) != 0 || ::fsync(out.get()) != 0)) {
-        written = errno_error("cannot finish " + bundle + "/" + temp);
-    }
-    if (written && ::renameat(dir.get(), temp.c_str(), dir.get(), "config.json") != 0) {
-        written = errno_error("cannot replace " + bundle + "/config.json");
-    }
-    if (!written) {
-        ::unlinkat(dir.get(), temp.c_str(), 0);
-    }
-    return written;
-}
-
-std::vector<char*> exec_argv(const std::string& runtime, std::vector<std::string>& forward) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(runtime.c_str()));
-    for (std::string& word : forward) {
-        argv.push_back(word.data());
-    }
-    argv.push_back(nullptr);
-    return argv;
+    const char* value = std::getenv(variable);
+    return std::string(value != nullptr && *value != '\0' ? value : fallback);
 }
 
 } // namespace
@@ -496,15 +145,15 @@ int limit_oci_hook_main(int argc, char** argv) {
     Cli cli("gpu-limit oci-hook", kHookUsage, kLimitUsage);
     cli.add_options("", {{"library", required_argument, nullptr, kOptLibrary},
                          {"state-root", required_argument, nullptr, kOptStateRoot}});
-    std::string library = GPUINIT_LIMIT_LIBRARY;
-    std::string state_root = oci::kStateRoot;
+    oci::Settings settings;
+    settings.library = GPUINIT_LIMIT_LIBRARY;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
         switch (opt) {
         case kOptLibrary:
-            library = optarg;
+            settings.library = optarg;
             break;
         case kOptStateRoot:
-            state_root = optarg;
+            settings.state_root = optarg;
             break;
         default:
             return cli.usage_error("unknown option");
@@ -518,10 +167,22 @@ int limit_oci_hook_main(int argc, char** argv) {
     }
     std::string_view stage = argv[optind];
     if (stage == "precreate") {
-        return hook_precreate(library, state_root, cli.common.root);
+        settings.host_gpus = host_gpus(cli.common.root);
+        auto done = oci::run_precreate(STDIN_FILENO, STDOUT_FILENO, settings);
+        return done ? kLimitOk
+                    : report_failure("gpu-limit oci-hook", done.error(), false, 0, kLimitCannotRun);
     }
     if (stage == "poststop") {
-        return hook_poststop(state_root, cli.common.verbosity);
+        auto removed = oci::run_poststop(STDIN_FILENO, settings.state_root);
+        if (!removed) {
+            return report_failure("gpu-limit oci-hook", removed.error(), false, 0, kLimitCannotRun);
+        }
+        if (removed->outcome == oci::Cleanup::InUse && cli.common.verbosity >= 0) {
+            note("gpu-limit oci-hook",
+                 settings.state_root + "/" + removed->group +
+                     " is still held by a live process of the group: left in place");
+        }
+        return kLimitOk;
     }
     return cli.usage_error("unknown stage " + quote(stage) + "; give precreate or poststop");
 }
@@ -537,8 +198,11 @@ int limit_runtime_main(int argc, char** argv) {
         std::fputs(kRuntimeUsage, stdout);
         return kLimitOk;
     }
-    RuntimeLog log = runtime_log(call->forward, call->command);
-    auto runtime = find_runtime(call->runtime_path);
+    oci::RuntimeLog log = oci::runtime_log(call->forward, call->command);
+    const char* from_environment = std::getenv("GPU_LIMIT_RUNTIME");
+    auto runtime = oci::find_runtime(call->runtime_path, from_environment != nullptr
+                                                             ? std::optional(from_environment)
+                                                             : std::nullopt);
     if (call->version) {
         // Ours first, in runc's form ("NAME version X"), which docker info
         // parses; then the real runtime's own lines.
@@ -551,64 +215,40 @@ int limit_runtime_main(int argc, char** argv) {
     if (!runtime) {
         return runtime_failure(log, runtime.error(), kLimitCommandNotFound);
     }
-    // By name (containerd's BinaryName, a RuntimeClass) no words of ours
-    // come: the same settings from the environment of containerd or dockerd
-    // (root's), as GPU_LIMIT_RUNTIME.
-    auto setting = [](const std::optional<std::string>& given, const char* variable,
-                      const char* fallback) {
-        if (given) {
-            return *given;
-        }
-        const char* value = std::getenv(variable);
-        return std::string(value != nullptr && *value != '\0' ? value : fallback);
-    };
-    std::string library = setting(call->library, "GPU_LIMIT_LIBRARY", GPUINIT_LIMIT_LIBRARY);
-    std::string state_root = setting(call->state_root, "GPU_LIMIT_STATE_ROOT", oci::kStateRoot);
-    call->host_root = setting(call->host_root, "GPU_LIMIT_HOST_ROOT", "/");
+    oci::Settings settings;
+    settings.library = setting(call->library, "GPU_LIMIT_LIBRARY", GPUINIT_LIMIT_LIBRARY);
+    settings.state_root = setting(call->state_root, "GPU_LIMIT_STATE_ROOT", oci::kStateRoot);
+    settings.host_gpus = host_gpus(setting(call->host_root, "GPU_LIMIT_HOST_ROOT", "/"));
     if (call->command == "create" || call->command == "run") {
-        if (auto edited = edit_bundle(*call, library, state_root); !edited) {
+        if (auto edited = oci::edit_bundle(*call, settings); !edited) {
             return runtime_failure(log, edited.error(), kLimitCannotRun);
         }
     }
-    std::vector<char*> exec_args = exec_argv(*runtime, call->forward);
     std::fflush(stdout);
     std::fflush(stderr);
     if (call->command != "delete" || !oci::valid_group_name(call->id)) {
-        ::execv(runtime->c_str(), exec_args.data());
-        int saved = errno;
-        return runtime_failure(log, os_error(saved, "cannot run " + *runtime),
-                               saved == ENOENT ? kLimitCommandNotFound : kLimitCommandCannotRun);
+        Diagnostic failed = oci::exec_runtime(*runtime, call->forward);
+        return runtime_failure(
+            log, failed, failed.code == ENOENT ? kLimitCommandNotFound : kLimitCommandCannotRun);
     }
     // delete: the group's directory goes once the runtime has removed the
     // container, so the runtime runs as a child this once.
-    pid_t child = ::fork();
-    if (child < 0) {
-        return runtime_failure(log, errno_error("cannot fork"), kLimitCannotRun);
+    auto code = oci::run_runtime(*runtime, call->forward);
+    if (!code) {
+        return runtime_failure(log, code.error(),
+                               code.error().code == ENOENT ? kLimitCommandNotFound
+                                                           : kLimitCommandCannotRun);
     }
-    if (child == 0) {
-        ::execv(runtime->c_str(), exec_args.data());
-        int saved = errno;
-        runtime_failure(log, os_error(saved, "cannot run " + *runtime), 0);
-        ::_exit(saved == ENOENT ? kLimitCommandNotFound : kLimitCommandCannotRun);
-    }
-    int status = 0;
-    while (::waitpid(child, &status, 0) < 0) {
-        if (errno != EINTR) {
-            return runtime_failure(log, errno_error("cannot wait for " + *runtime),
-                                   kLimitCannotRun);
-        }
-    }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code == 0) {
-        auto removed = oci::remove_group(state_root, call->id);
+    if (*code == 0) {
+        auto removed = oci::remove_group(settings.state_root, call->id);
         if (!removed) {
             note("gpu-limit runtime", removed.error().text());
         } else if (*removed == oci::Cleanup::InUse) {
-            note("gpu-limit runtime",
-                 state_root + "/" + call->id + " is still held by a live process: left in place");
+            note("gpu-limit runtime", settings.state_root + "/" + call->id +
+                                          " is still held by a live process: left in place");
         }
     }
-    return code;
+    return *code;
 }
 
 const Command kLimitRuntimeCommand = {"limit-runtime", "gpu-limit-runtime", limit_runtime_main,

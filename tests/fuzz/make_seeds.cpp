@@ -649,12 +649,24 @@ void add_json_value(Corpus& corpus, const std::string& source_dir) {
     corpus.add("json_value", edited + R"(,{"destination":"/etc/ld.so.preload","type":"tmpfs"}]})");
     corpus.add("json_value", edited + R"(,{"destination":"/etc","type":"tmpfs","source":"t"}]})");
     corpus.add("json_value", edited + R"(,{"destination":"/etc//ld.so.preload/","type":"bind"}]})");
-    // States, as runc, crun and podman hand them to hooks.
-    corpus.add("json_value", R"({"ociVersion":"1.0.2","id":"gl-on-1","status":"stopped","pid":0,)"
-                             R"("bundle":"/b","annotations":{"org.gpuinit.gpu-limit.group":)"
-                             R"("oci-0123456789abcdef"}})");
-    corpus.add("json_value", R"({"ociVersion":"1.0.0","id":")" + std::string(64, 'f') +
-                                 R"(","status":"stopped","pid":0,"bundle":"/b"})");
+    // States, as runc, crun and podman hand them to hooks (podman: the
+    // annotations its user wrote, naming another container's group).
+    for (const std::string& state : {
+             std::string(R"({"ociVersion":"1.0.2","id":"gl-on-1","status":"stopped","pid":0,)"
+                         R"("bundle":"/b","annotations":{"org.gpuinit.gpu-limit.group":)"
+                         R"("oci-0123456789abcdef"}})"),
+             R"({"ociVersion":"1.0.0","id":")" + std::string(64, 'f') +
+                 R"(","status":"stopped","pid":0,"bundle":"/b"})",
+             R"({"ociVersion":"1.0.2","id":")" + std::string(64, 'a') +
+                 R"(","status":"stopped","bundle":"/var/lib/containers/storage/overlay-)"
+                 R"(containers/a/userdata","annotations":{"io.kubernetes.cri-o.ContainerID":")" +
+                 std::string(64, 'b') + R"(","io.container.manager":"libpod"}})",
+             std::string(R"({"id":"../etc","status":"stopped"})"),
+             std::string(R"({"annotations":{"id":"x"},"status":"stopped"})"),
+         }) {
+        corpus.add("json_value", state);
+        corpus.add("oci_state", state);
+    }
     for (const char* file :
          {"/oci/docker-daemon.json.in", "/oci/hooks.d/gpu-limit-precreate.json.in",
           "/oci/hooks.d/gpu-limit-poststop.json.in"}) {

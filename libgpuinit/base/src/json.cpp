@@ -44,9 +44,8 @@ JsonWriter& JsonWriter::key(std::string_view name) {
     return *this;
 }
 
-JsonWriter& JsonWriter::value(std::string_view text) {
-    separate();
-    out_ += '"';
+void append_json_string(std::string& out, std::string_view text) {
+    out += '"';
     // Text from files may hold any byte; JSON must be UTF-8, and control
     // characters (C1 too: terminals act on them) are escaped.
     std::string valid = valid_utf8(text);
@@ -54,29 +53,34 @@ JsonWriter& JsonWriter::value(std::string_view text) {
         auto c = static_cast<unsigned char>(valid[i]);
         switch (c) {
         case '"':
-            out_ += "\\\"";
+            out += "\\\"";
             break;
         case '\\':
-            out_ += "\\\\";
+            out += "\\\\";
             break;
         case '\n':
-            out_ += "\\n";
+            out += "\\n";
             break;
         case '\t':
-            out_ += "\\t";
+            out += "\\t";
             break;
         default:
             if (c < 0x20 || c == 0x7f) {
-                out_ += format("\\u%04x", c);
+                out += format("\\u%04x", c);
             } else if (c == 0xc2 && i + 1 < valid.size() &&
                        static_cast<unsigned char>(valid[i + 1]) <= 0x9f) {
-                out_ += format("\\u%04x", static_cast<unsigned char>(valid[++i]));
+                out += format("\\u%04x", static_cast<unsigned char>(valid[++i]));
             } else {
-                out_ += static_cast<char>(c);
+                out += static_cast<char>(c);
             }
         }
     }
-    out_ += '"';
+    out += '"';
+}
+
+JsonWriter& JsonWriter::value(std::string_view text) {
+    separate();
+    append_json_string(out_, text);
     return *this;
 }
 

@@ -129,26 +129,41 @@ Status prepare_host(const std::string& state_root, const std::string& group, Hos
             return written;
         }
     }
-    if (::mkdirat(root->fd(), group.c_str(), 0700) != 0 && errno != EEXIST) {
-        return errno_error("cannot make " + root->path_of(group));
+    // Made here, for this container, or not at all: an existing directory
+    // is another container's (a second config naming its group) or a
+    // leftover of this id, and handing it to this container's owner would
+    // give it the other's state and processes. Mode 0 until it has its
+    // owner: never wider, not even for a moment.
+    const std::string path = root->path_of(group);
+    if (::mkdirat(root->fd(), group.c_str(), 0) != 0) {
+        int saved = errno;
+        if (saved == EEXIST) {
+            Diagnostic taken = error("the group " + path +
+                                         " exists (another container has it, or one of this id "
+                                         "left it): not handed over, nothing mounted; if no "
+                                         "container of that id runs, remove it",
+                                     saved);
+            taken.where.group = group;
+            return taken;
+        }
+        return os_error(saved, "cannot make " + path);
     }
     UniqueFd dir(
         ::openat(root->fd(), group.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    Status made;
     if (!dir.valid()) {
-        int saved = errno;
-        return os_error(saved,
-                        root->path_of(group) + (saved == ELOOP || saved == ENOTDIR
-                                                    ? " is not a directory (a symlink?): remove it"
-                                                    : std::string(": cannot open")));
+        made = errno_error("cannot open " + path + ", just made");
+    } else if (::fchown(dir.get(), owner.uid, owner.gid) != 0) {
+        made = errno_error("cannot give " + path + " to " + std::to_string(owner.uid) + ":" +
+                           std::to_string(owner.gid));
+    } else if (::fchmod(dir.get(), 0700) != 0) {
+        made = errno_error("cannot chmod " + path);
     }
-    if (::fchown(dir.get(), owner.uid, owner.gid) != 0) {
-        return errno_error("cannot give " + root->path_of(group) + " to " +
-                           std::to_string(owner.uid) + ":" + std::to_string(owner.gid));
+    if (!made) {
+        // Not left behind: it would refuse this container's next try.
+        ::unlinkat(root->fd(), group.c_str(), AT_REMOVEDIR);
     }
-    if (::fchmod(dir.get(), 0700) != 0) {
-        return errno_error("cannot chmod " + root->path_of(group));
-    }
-    return {};
+    return made;
 }
 
 bool daemon_socket_present(const std::string& state_root) {

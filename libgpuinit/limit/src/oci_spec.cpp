@@ -607,18 +607,9 @@ std::optional<std::string> group_from_spec(const JsonValue& spec) {
             }
         }
     }
-    const JsonValue* annotations = spec.find("annotations");
-    if (annotations == nullptr) {
-        return std::nullopt;
-    }
-    if (const std::string* crio = string_member(*annotations, "io.kubernetes.cri-o.ContainerID");
-        crio != nullptr && is_hex_id(*crio)) {
-        return *crio;
-    }
-    if (const std::string* ours = string_member(*annotations, kGroupAnnotation);
-        ours != nullptr && ours->rfind(kRandomGroupPrefix, 0) == 0 && valid_group_name(*ours)) {
-        return *ours;
-    }
+    // Not an annotation, CRI-O's or ours: the container's creator writes
+    // those (podman run --annotation), and one naming another container's
+    // group would hand it over.
     return std::nullopt;
 }
 
@@ -791,15 +782,9 @@ Result<std::string> group_from_state(std::string_view text) {
     if (!parsed->is_object()) {
         return error("the OCI state is not a JSON object");
     }
-    if (const JsonValue* annotations = parsed->find("annotations");
-        annotations != nullptr && annotations->is_object()) {
-        // Only a name the hook made up: the annotations are the user's to
-        // write, and must not name another container's directory.
-        if (const std::string* ours = string_member(*annotations, kGroupAnnotation);
-            ours != nullptr && ours->rfind(kRandomGroupPrefix, 0) == 0 && valid_group_name(*ours)) {
-            return *ours;
-        }
-    }
+    // The id alone: podman hands poststop hooks the annotations the
+    // container's creator wrote, which must not point the cleanup at
+    // another container's directory.
     const std::string* id = string_member(*parsed, "id");
     if (id == nullptr) {
         return error("the OCI state has no id");

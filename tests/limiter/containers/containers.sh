@@ -315,6 +315,30 @@ if [[ $runtime == docker ]]; then
   note "the shim's argv from docker:"$'\n'"$argv"
 fi
 
+# 2b. A group whose directory exists (a leftover, or another container's) is
+# refused with one line: neither re-owned nor mounted, config.json as it was.
+case $runtime in
+  runc | crun)
+    taken=gl-taken-$$
+    mkdir -m 0700 "$state/$taken"
+    chown 1234:1234 "$state/$taken"
+    bundle taken AMP_VGPU_ENABLE=1 -- /bin/true
+    cp "$work/taken/config.json" "$work/taken.before"
+    ids+=("$taken")
+    if shim create --bundle "$work/taken" "$taken" >"$work/taken.out" 2>"$work/taken.err"; then
+      fail "a container was created in the existing group $state/$taken"
+    fi
+    [[ $(wc -l <"$work/taken.err") -eq 1 ]] ||
+      fail "the refusal is not one line: $(cat "$work/taken.err")"
+    expect_line "$(cat "$work/taken.err")" "$state/$taken.*exists" "the refusal names the group"
+    [[ $(stat -c %u:%g:%a "$state/$taken") == 1234:1234:700 ]] ||
+      fail "the existing group was changed: $(stat -c %u:%g:%a "$state/$taken")"
+    cmp "$work/taken.before" "$work/taken/config.json" ||
+      fail "config.json was edited for a refused group"
+    rmdir "$state/$taken"
+    ;;
+esac
+
 # 3. Cleanup: the group's directory goes with the container.
 case $runtime in
   runc | crun) shim delete "$group" || fail "delete" ;;

@@ -2,13 +2,14 @@
 // edit and what it reads (oci_spec.cpp), the host's files under the state
 // root (oci_host.cpp), and `gpu-limit oci-hook` end to end on text: a config
 // without the switch comes out byte for byte, whatever its whitespace.
+#include "gpuinit/base/json_value.hpp"
 #include "gpuinit/limit/egpu.hpp"
-#include "gpuinit/limit/json_value.hpp"
 #include "gpuinit/limit/oci_host.hpp"
 #include "gpuinit/limit/oci_spec.hpp"
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,114 +101,6 @@ EditOptions options_for(const std::string& group, bool socket = false) {
 }
 
 } // namespace
-
-// --- JSON ---
-
-TEST(OciJson, SerializingWhatWasParsedKeepsOrderAndNumbers) {
-    const std::string text =
-        R"({"z":1,"a":[true,false,null,-0.5e+10,18446744073709551616,1E400],"m":{"y":"\u00e9\ud83d\ude00","b":"tab\tq\"bs\\"}})";
-    JsonValue value = parse_ok(text);
-    // Escapes come back in the writer's own spelling; everything else as read.
-    EXPECT_EQ(serialize_json(value),
-              "{\"z\":1,\"a\":[true,false,null,-0.5e+10,18446744073709551616,1E400],"
-              "\"m\":{\"y\":\"\xc3\xa9\xf0\x9f\x98\x80\",\"b\":\"tab\\tq\\\"bs\\\\\"}}");
-    ASSERT_EQ(value.members().size(), 3u);
-    EXPECT_EQ(value.members()[0].key, "z");
-    EXPECT_EQ(value.members()[2].key, "m");
-    EXPECT_EQ(serialize_json(parse_ok(serialize_json(value))), serialize_json(value));
-}
-
-TEST(OciJson, ControlCharactersAreEscapedOnOutput) {
-    JsonValue value = JsonValue::make_string(std::string("a\x01\x1f\n", 4));
-    EXPECT_EQ(serialize_json(value), "\"a\\u0001\\u001f\\n\"");
-}
-
-TEST(OciJson, RefusesWhatRfc8259Refuses) {
-    const std::vector<std::string> bad = {
-        "",
-        "{",
-        "{\"a\":1,}",
-        "[1,]",
-        "{\"a\":1}x",
-        "{'a':1}",
-        "[01]",
-        "[1.]",
-        "[.5]",
-        "[1e]",
-        "[-]",
-        "[NaN]",
-        "[Infinity]",
-        "[tru]",
-        "[\"a\nb\"]",  // a raw control character
-        "[\"\\x41\"]", // an unknown escape
-        "[\"\\u12\"]",
-        "\xef\xbb\xbf{}", // a byte order mark
-        "{\"a\" 1}",
-        "{1:2}",
-    };
-    for (const std::string& text : bad) {
-        EXPECT_FALSE(parse_json(text).ok()) << text;
-    }
-}
-
-TEST(OciJson, RefusesDuplicateKeysAtAnyDepth) {
-    EXPECT_FALSE(parse_json(R"({"a":1,"a":1})").ok());
-    EXPECT_FALSE(parse_json(R"({"x":[{"k":"v","k":"w"}]})").ok());
-    // Equal after unescaping is a duplicate too.
-    EXPECT_FALSE(parse_json(R"({"ab":1,"a\u0062":2})").ok());
-    EXPECT_TRUE(parse_json(R"({"a":{"a":1}})").ok());
-}
-
-TEST(OciJson, RefusesMalformedUtf8AndLoneSurrogates) {
-    const std::vector<std::string> bad = {
-        "[\"\xc0\x80\"]",         // overlong NUL
-        "[\"\xe0\x80\xaf\"]",     // overlong '/'
-        "[\"\xed\xa0\x80\"]",     // a surrogate, raw
-        "[\"\xf4\x90\x80\x80\"]", // above U+10FFFF
-        "[\"\xf5\x80\x80\x80\"]",
-        "[\"\x80\"]",     // a continuation byte alone
-        "[\"\xc3\"]",     // cut short
-        "[\"\xe2\x82\"]", // cut short
-        "[\"\\ud800\"]",  // lone high surrogate escape
-        "[\"\\udc00\"]",  // lone low surrogate escape
-        "[\"\\ud800\\u0041\"]",
-    };
-    for (const std::string& text : bad) {
-        EXPECT_FALSE(parse_json(text).ok()) << text;
-    }
-    EXPECT_TRUE(parse_json("[\"\xf4\x8f\xbf\xbf \xe2\x82\xac \xc3\xa9\"]").ok());
-}
-
-TEST(OciJson, LimitsDepthAndSize) {
-    JsonLimits limits;
-    limits.max_depth = 8;
-    std::string deep(8, '[');
-    deep += std::string(8, ']');
-    EXPECT_TRUE(parse_json(deep, limits).ok());
-    std::string deeper(9, '[');
-    deeper += std::string(9, ']');
-    EXPECT_FALSE(parse_json(deeper, limits).ok());
-    // The default limit stops a hostile nesting long before the stack does.
-    std::string hostile(1000000, '[');
-    EXPECT_FALSE(parse_json(hostile).ok());
-
-    limits.max_bytes = 16;
-    EXPECT_TRUE(parse_json(R"({"a":"01234567"})", limits).ok()); // 16 bytes
-    EXPECT_FALSE(parse_json(R"({"a":"012345678"})", limits).ok());
-}
-
-TEST(OciJson, ManyKeysAreNotQuadratic) {
-    std::string text = "{";
-    for (int i = 0; i < 200000; ++i) {
-        text += (i != 0 ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
-    }
-    text += "}";
-    auto parsed = parse_json(text);
-    ASSERT_TRUE(parsed.ok());
-    EXPECT_EQ(parsed->members().size(), 200000u);
-}
-
-// --- the spec ---
 
 TEST(OciSpec, TheSwitchIsExactlyAmpVgpuEnableEqualsOne) {
     auto with = [](const std::string& entry) {
@@ -439,21 +332,30 @@ TEST(OciSpec, TheGroupOfAPrecreateHookComesFromTheCgroupPath) {
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"machine.slice:libpod:)" + id + R"("}})"), id);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"kubepods.slice:crio:)" + id2 + R"("}})"), id2);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/kubepods/crio-)" + id + R"(.scope"}})"), id);
-    // CRI-O's annotation when the path says nothing.
-    EXPECT_EQ(group(R"({"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
-              id2);
-    // The path wins over annotations, which the user writes.
+    // The path wins over annotations.
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-)" + id +
                     R"("},"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id2 + R"("}})"),
               id);
-    // Our own annotation only for a name the hook made up.
-    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":"oci-0123abcd"}})"),
-              "oci-0123abcd");
-    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":")" + id + R"("}})"),
-              std::nullopt);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/libpod_parent/libpod-ABC"}})"), std::nullopt);
     EXPECT_EQ(group(R"({"linux":{"cgroupsPath":"/user.slice/)" + id + R"(x"}})"), std::nullopt);
     EXPECT_EQ(group(R"({})"), std::nullopt);
+}
+
+// Annotations are the container creator's to write (podman run --annotation):
+// one naming another container's group would hand that group over.
+TEST(OciSpec, NoAnnotationNamesThePrecreateGroup) {
+    const std::string id(64, 'a');
+    auto group = [](const std::string& body) { return group_from_spec(spec_ok(body)); };
+    EXPECT_EQ(group(R"({"annotations":{"io.kubernetes.cri-o.ContainerID":")" + id + R"("}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"linux":{"cgroupsPath":""},"annotations":{)"
+                    R"("io.kubernetes.cri-o.ContainerID":")" +
+                    id + R"("}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":"oci-0123abcd"}})"),
+              std::nullopt);
+    EXPECT_EQ(group(R"({"annotations":{"org.gpuinit.gpu-limit.group":")" + id + R"("}})"),
+              std::nullopt);
 }
 
 TEST(OciSpec, RandomGroupsAreValidAndDiffer) {
@@ -467,18 +369,19 @@ TEST(OciSpec, RandomGroupsAreValidAndDiffer) {
     EXPECT_NE(*a, *b);
 }
 
-TEST(OciSpec, ThePoststopGroupIsTheIdOrAMadeUpName) {
+TEST(OciSpec, ThePoststopGroupIsTheStatesIdOnly) {
     const std::string id(64, 'b');
     EXPECT_EQ(group_from_state(R"({"ociVersion":"1.0.2","id":")" + id + R"(","status":"stopped"})")
                   .value_or(""),
               id);
+    // podman hands poststop hooks the annotations its user wrote: none of
+    // them may point the cleanup at another container's directory.
     EXPECT_EQ(group_from_state(R"({"id":")" + id +
                                R"(","annotations":{"org.gpuinit.gpu-limit.group":"oci-12"}})")
                   .value_or(""),
-              "oci-12");
-    // A name the user wrote must not point at another container's directory.
+              id);
     EXPECT_EQ(group_from_state(R"({"id":"mine","annotations":{"org.gpuinit.gpu-limit.group":")" +
-                               id + R"("}})")
+                               id + R"(","io.kubernetes.cri-o.ContainerID":")" + id + R"("}})")
                   .value_or(""),
               "mine");
     for (const char* bad : {R"({"id":"../etc"})", R"({"id":""})", R"({"id":"."})", R"({})",
@@ -842,14 +745,36 @@ TEST(OciHost, PrepareMakesTheRootThePreloadFileAndTheGroup) {
     EXPECT_TRUE(S_ISDIR(status.st_mode));
     EXPECT_EQ(status.st_mode & 07777, 0700u);
     EXPECT_EQ(status.st_uid, owner.uid);
-    // Again: the same, and a wrong preload file is put right.
+    // Another group: a wrong preload file is put right.
     write_file(root + "/ld.so.preload", "/evil.so\n");
-    ASSERT_EQ(::chmod((root + "/g1").c_str(), 0755), 0);
-    ASSERT_TRUE(prepare_host(root, "g1", owner).ok());
+    ASSERT_TRUE(prepare_host(root, "g2", owner).ok());
     EXPECT_EQ(read_file(root + "/ld.so.preload"), "/usr/lib/gpuinit/libgpulimit.so\n");
-    ASSERT_EQ(::stat((root + "/g1").c_str(), &status), 0);
-    EXPECT_EQ(status.st_mode & 07777, 0700u);
     EXPECT_FALSE(prepare_host(root, "../g", owner).ok());
+}
+
+// A group's directory is made once, by the container it names: a second
+// container naming it (a takeover, or a leftover) is refused in one line
+// that names it, and the directory keeps its owner, mode and contents.
+TEST(OciHost, PrepareRefusesAGroupThatExistsAndNeverReownsIt) {
+    TempDir temp;
+    const std::string root = temp / "state";
+    HostOwner owner{::getuid(), ::getgid()};
+    ASSERT_TRUE(prepare_host(root, "victim", owner).ok());
+    write_file(root + "/victim/state", "the victim's");
+    ASSERT_EQ(::chmod((root + "/victim").c_str(), 0750), 0);
+    auto again = prepare_host(root, "victim", owner);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code, EEXIST);
+    const std::string message = again.error().text();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_NE(message.find(root + "/victim"), std::string::npos) << message;
+    struct stat status {};
+    ASSERT_EQ(::stat((root + "/victim").c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 07777, 0750u);
+    EXPECT_EQ(read_file(root + "/victim/state"), "the victim's");
+    // A plain file or a symlink by that name is refused too.
+    write_file(root + "/file", "x");
+    EXPECT_FALSE(prepare_host(root, "file", owner).ok());
 }
 
 TEST(OciHost, PrepareRefusesSymlinksAndAWritableRoot) {
@@ -1036,7 +961,12 @@ TEST_F(OciHookText, WithTheSwitchTheConfigIsEditedOnceAndTheGroupMade) {
     struct stat status {};
     ASSERT_EQ(::lstat((temp_ / "state/" + id).c_str(), &status), 0);
     EXPECT_TRUE(S_ISDIR(status.st_mode));
-    // Through the hook again: nothing more to add, the text as it came.
+    // Through the hook again while the group is there: refused, nothing out.
+    auto [refused, nothing] = hook(output);
+    EXPECT_EQ(refused, 3);
+    EXPECT_EQ(nothing, "");
+    // Once it is gone (poststop): nothing more to add, the text as it came.
+    ASSERT_EQ(remove_group(temp_ / "state", id).value_or(Cleanup::Absent), Cleanup::Removed);
     auto [code2, output2] = hook(output);
     EXPECT_EQ(code2, 0);
     EXPECT_EQ(output2, output);
@@ -1069,8 +999,13 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     const std::string head = "{\"process\":{\"user\":{\"uid\":" + std::to_string(::getuid()) +
                              ",\"gid\":" + std::to_string(::getgid()) +
                              "},\"env\":[\"AMP_VGPU_ENABLE=1\",\"NVIDIA_VISIBLE_DEVICES=";
-    const std::string tail =
-        "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    auto tail_of = [](const std::string& id) {
+        return "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    };
+    const std::string tail = tail_of(id);
+    // Each refusal below on a container of its own: the first one's group
+    // exists, and a second config naming it would be refused for that alone.
+    const std::string other = tail_of(std::string(64, 'e'));
     auto [code, output] = hook_at(head + "1" + tail);
     ASSERT_EQ(code, 0) << output;
     auto spec = parse_spec(output);
@@ -1079,7 +1014,7 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     EXPECT_NE(std::find(env.begin(), env.end(), std::string("GPU_LIMIT_DEVICES=") + kHostUuid1),
               env.end())
         << output;
-    std::tie(code, output) = hook_at(head + "2" + tail);
+    std::tie(code, output) = hook_at(head + "2" + other);
     EXPECT_EQ(code, 3);
     EXPECT_EQ(output, "");
 
@@ -1088,7 +1023,7 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     const std::string broken = root + "/proc/driver/nvidia/gpus/0000:05:00.0";
     ASSERT_EQ(std::system(("mkdir -p " + broken).c_str()), 0);
     write_file(broken + "/information", "Model: \t\t NVIDIA H100 80GB HBM3\n");
-    std::tie(code, output) = hook_at(head + "1" + tail);
+    std::tie(code, output) = hook_at(head + "1" + other);
     EXPECT_EQ(code, 3);
     EXPECT_EQ(output, "");
 }

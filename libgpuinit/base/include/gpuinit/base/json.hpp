@@ -8,6 +8,12 @@
 
 namespace gpuinit {
 
+// Appends `text` as a JSON string, quotes included: valid UTF-8 (a byte that
+// is not becomes U+FFFD), the quote and backslash escaped, and every control
+// character (C0, DEL and C1: terminals act on them) as \n, \t or \u00XX.
+// The one string escaper of JsonWriter and serialize_json (json_value.hpp).
+void append_json_string(std::string& out, std::string_view text);
+
 class JsonWriter {
   public:
     JsonWriter& begin_object();

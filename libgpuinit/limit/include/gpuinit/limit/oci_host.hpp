@@ -16,11 +16,12 @@ namespace gpuinit::limit::oci {
 // Makes, as needed, `state_root` (an absolute path; kStateRoot outside the
 // tests) 0755, its ld.so.preload naming kContainerLibrary (0644, written
 // under a temporary name and renamed, so a container starting meanwhile sees
-// the old file or the new, never half of one), and <state_root>/<group>,
-// 0700 and owned by `owner`. An existing state root must be a directory
-// owned by root or the caller that nobody else can write; an existing
-// group directory must be a directory (not a symlink): its owner and mode
-// are set again.
+// the old file or the new, never half of one); then makes
+// <state_root>/<group>, 0700 and owned by `owner`. An existing state root
+// must be a directory owned by root or the caller that nobody else can
+// write. An existing group (a directory or anything else) is refused with
+// EEXIST and left as it is, never re-owned: it is another container's, or a
+// leftover of this one.
 Status prepare_host(const std::string& state_root, const std::string& group, HostOwner owner);
 
 // <state_root>/daemon.sock is a socket (the host daemon runs).

@@ -18,12 +18,12 @@
 // and sets GPU_LIMIT_STATE_DIR=<state root> and GPU_LIMIT_GROUP=<group>,
 // replacing any value the spec had (the group is the container: a name of
 // the user's choosing would point at a directory nobody mounted), and the
-// annotation org.gpuinit.gpu-limit.group. Editing an edited spec changes
-// nothing.
+// annotation org.gpuinit.gpu-limit.group (for people and tools to read;
+// nothing of ours reads it back). Editing an edited spec changes nothing.
 #pragma once
 
+#include "gpuinit/base/json_value.hpp"
 #include "gpuinit/base/result.hpp"
-#include "gpuinit/limit/json_value.hpp"
 
 #include <optional>
 #include <string>
@@ -108,12 +108,13 @@ std::string normalized_path(std::string_view path);
 bool covers(const std::string& outer, const std::string& inner);
 
 // The container's id as a precreate hook can learn it (podman does not hand
-// hooks the id): the 64-hex id that podman and CRI-O end linux.cgroupsPath
-// with ("/libpod_parent/libpod-<id>", "machine.slice:libpod:<id>",
-// "...:crio:<id>", "crio-<id>.scope"), else CRI-O's annotation
-// io.kubernetes.cri-o.ContainerID, else a name this hook made up before
-// (our annotation, only with the "oci-" prefix of random_group_name, so that
-// an annotation the user wrote cannot name another container's group).
+// precreate hooks the id or the state): the 64-hex id that podman and CRI-O
+// end linux.cgroupsPath with ("/libpod_parent/libpod-<id>",
+// "machine.slice:libpod:<id>", "...:crio:<id>", "crio-<id>.scope"): the
+// runtime makes that path, and podman's --cgroup-parent only chooses what
+// comes before the id. Never an annotation or a variable: the container's
+// creator writes those. std::nullopt: the hook makes up a name
+// (random_group_name).
 std::optional<std::string> group_from_spec(const JsonValue& spec);
 inline constexpr const char* kRandomGroupPrefix = "oci-";
 
@@ -147,10 +148,9 @@ struct RuntimeCall {
 };
 Result<RuntimeCall> parse_runtime_args(const std::vector<std::string>& args);
 
-// The group a poststop hook cleans up, from the OCI state on its stdin: a
-// name the precreate hook made up (our annotation with the "oci-" prefix,
-// when the state carries the spec's annotations: runc and crun do, podman
-// hands hooks its own), else the container's id.
+// The group a poststop hook cleans up: the id of the OCI state on its stdin,
+// as the runtime wrote it. Not an annotation: podman hands hooks those of
+// the container's creator.
 Result<std::string> group_from_state(std::string_view text);
 
 } // namespace gpuinit::limit::oci

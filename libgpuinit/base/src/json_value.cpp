@@ -1,13 +1,14 @@
-// Tool side (see json_value.hpp): uses the standard library, so it must
-// never be reached from libgpulimit.so (tests/limiter/abi checks).
-#include "gpuinit/limit/json_value.hpp"
+// Uses the standard library and the heap: libgpulimit.so must never reach
+// it (tests/limiter/abi checks its imports).
+#include "gpuinit/base/json_value.hpp"
 
+#include "gpuinit/base/json.hpp"
 #include "gpuinit/base/text.hpp"
 
 #include <cstdint>
 #include <set>
 
-namespace gpuinit::limit {
+namespace gpuinit {
 
 JsonValue::JsonValue(Kind kind) : kind_(kind) {}
 
@@ -439,40 +440,6 @@ Result<JsonValue> parse_json(std::string_view text, const JsonLimits& limits) {
 
 namespace {
 
-void write_string(std::string& out, std::string_view text) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    out += '"';
-    for (char c : text) {
-        auto byte = static_cast<uint8_t>(c);
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        default:
-            if (byte < 0x20) {
-                out += "\\u00";
-                out += kHex[byte >> 4];
-                out += kHex[byte & 0xF];
-            } else {
-                out += c;
-            }
-        }
-    }
-    out += '"';
-}
-
 void write_value(std::string& out, const JsonValue& value) {
     switch (value.kind()) {
     case JsonValue::Kind::Null:
@@ -485,7 +452,7 @@ void write_value(std::string& out, const JsonValue& value) {
         out += value.text();
         break;
     case JsonValue::Kind::String:
-        write_string(out, value.text());
+        append_json_string(out, value.text());
         break;
     case JsonValue::Kind::Array: {
         out += '[';
@@ -508,7 +475,7 @@ void write_value(std::string& out, const JsonValue& value) {
                 out += ',';
             }
             first = false;
-            write_string(out, entry.key);
+            append_json_string(out, entry.key);
             out += ':';
             write_value(out, entry.value);
         }
@@ -526,4 +493,4 @@ std::string serialize_json(const JsonValue& value) {
     return out;
 }
 
-} // namespace gpuinit::limit
+} // namespace gpuinit

@@ -1,5 +1,5 @@
-// A JSON document as a tree, for editing OCI runtime specs (tool side, not
-// freestanding: never linked into libgpulimit.so). The parser is strict,
+// A JSON document as a tree, for editing OCI runtime specs (gpu-limit's
+// container tools; never reached from libgpulimit.so). The parser is strict,
 // because its input comes from whoever writes the container's config: RFC
 // 8259 only, valid UTF-8 only (no lone surrogates, escaped or raw), no
 // duplicate keys, and limits on size and depth. Objects keep their members
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpuinit::limit {
+namespace gpuinit {
 
 struct JsonMember;
 
@@ -74,8 +74,8 @@ struct JsonLimits {
 // A failure names the byte offset and what was wrong.
 Result<JsonValue> parse_json(std::string_view text, const JsonLimits& limits = {});
 
-// Compact JSON (no whitespace), members in order, strings escaped as RFC
-// 8259 requires (quote, backslash, control characters) and nothing else.
+// Compact JSON (no whitespace), members in order, strings escaped by
+// append_json_string (json.hpp), as JsonWriter writes them.
 std::string serialize_json(const JsonValue& value);
 
-} // namespace gpuinit::limit
+} // namespace gpuinit
