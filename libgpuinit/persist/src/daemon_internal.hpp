@@ -48,6 +48,7 @@ constexpr size_t kMaxPendingOutput = size_t{256} << 10;
 constexpr std::string_view kStatusName = "status";
 constexpr std::string_view kCompatDir = "run/nvidia-persistenced";
 constexpr std::string_view kCompatSocketName = "socket";
+constexpr std::string_view kCompatPidName = "nvidia-persistenced.pid";
 
 struct Completion {
     uint64_t id;
@@ -111,6 +112,7 @@ class Daemon {
     bool take_pid_lock();
     bool own_directories();
     std::optional<std::string> nvidia_persistenced_pid();
+    bool counts_as_nvidia_persistenced(const std::string& pid, int proc_fd);
     void start_compat();
     void on_signal(const signalfd_siginfo& info);
     void publish();

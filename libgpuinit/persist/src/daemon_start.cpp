@@ -142,17 +142,85 @@ bool Daemon::own_directories() {
     return true;
 }
 
+// A process counts as nvidia-persistenced only when root made it so: its
+// name is anyone's to choose (prctl PR_SET_NAME, or a link named
+// nvidia-persistenced to any program), so besides the name, its executable
+// must be a root-owned file nobody else can write, and the process must be
+// root's, or be the one the pid file names that nvidia-persistenced writes
+// after it dropped to its --user, in the directory root made and gave that
+// user (NVIDIA/nvidia-persistenced 595.71.05, nvidia-persistenced.c: mkdir
+// NVPD_VAR_RUNTIME_DATA_PATH, chown to --user, setuid, then the pid file and
+// the socket).
+bool Daemon::counts_as_nvidia_persistenced(const std::string& pid, int proc_fd) {
+    struct stat exe {};
+    if (proc_fd < 0 || ::fstatat(proc_fd, (pid + "/exe").c_str(), &exe, 0) != 0 ||
+        !S_ISREG(exe.st_mode) || exe.st_uid != 0 || (exe.st_mode & 0022) != 0) {
+        return false;
+    }
+    auto status = root_.read_file("proc/" + pid + "/status", 8192);
+    if (!status) {
+        return false;
+    }
+    // Real, effective, saved and filesystem uid: all one, or it is not counted.
+    std::optional<uid_t> uid;
+    for (std::string_view line : split_lines(*status)) {
+        if (line.substr(0, 4) != "Uid:") {
+            continue;
+        }
+        std::optional<uint64_t> common;
+        bool same = true;
+        for (std::string_view field : split_words(line.substr(4))) {
+            auto value = parse_decimal(field);
+            if (!value || (common && *common != *value)) {
+                same = false;
+                break;
+            }
+            common = value;
+        }
+        if (same && common) {
+            uid = static_cast<uid_t>(*common);
+        }
+        break;
+    }
+    if (!uid) {
+        return false;
+    }
+    if (*uid == 0) {
+        return true;
+    }
+    auto dir = SafeDir::open(root_, kCompatDir);
+    if (!dir) {
+        return false;
+    }
+    auto owner = dir->stat_self();
+    auto pid_file = dir->inspect(std::string(kCompatPidName));
+    if (!owner || owner->st_uid != *uid || !pid_file || !pid_file->exists ||
+        !S_ISREG(pid_file->st.st_mode) || pid_file->st.st_uid != *uid ||
+        pid_file->st.st_nlink != 1) {
+        return false;
+    }
+    auto text = root_.read_file(std::string(kCompatDir) + "/" + std::string(kCompatPidName), 64);
+    return text && trim(*text) == pid;
+}
+
 std::optional<std::string> Daemon::nvidia_persistenced_pid() {
     auto pids = root_.list_dir("proc");
     if (!pids) {
         return std::nullopt;
     }
+    auto proc = root_.open_dir("proc");
     for (const std::string& pid : *pids) {
         if (!parse_decimal(pid)) {
             continue;
         }
         auto comm = root_.read_file("proc/" + pid + "/comm", 256);
         if (!comm || trim(*comm) != "nvidia-persiste") {
+            continue;
+        }
+        if (!counts_as_nvidia_persistenced(pid, proc ? proc->get() : -1)) {
+            log_.info("process " + pid +
+                      " is named nvidia-persistenced, but root did not start it as "
+                      "nvidia-persistenced (its executable or owner): not counted");
             continue;
         }
         return pid;
@@ -166,9 +234,6 @@ void Daemon::start_compat() {
         return;
     }
     // nvidia-persistenced already answers nvidia-smi: leave it its socket.
-    // A process name is anyone's to choose (prctl PR_SET_NAME), so it counts
-    // only while something listens on the socket, which only the owner of
-    // that directory (root, or nvidia-persistenced's --user) can bind.
     if (auto pid = nvidia_persistenced_pid()) {
         auto dir = SafeDir::open(root_, kCompatDir);
         if (dir && service::connect_at(*dir, kCompatSocketName, SOCK_STREAM, true)) {
