@@ -3,7 +3,8 @@
 // socket, that socket's connections are bounded per peer (each rootful
 // container its own peer), every connection is dropped a fixed time after
 // it connected, a container's root may not set the persistence mode, the
-// pid file is refused when someone else's.
+// pid file is refused when someone else's, and a --user shared with other
+// processes is refused or warned about.
 #include "gpuinit/persist/client.hpp"
 #include "gpuinit/persist/control.hpp"
 #include "gpuinit/persist/rpc.hpp"
@@ -354,6 +355,32 @@ TEST(PersistHostile, RefusesAPidFileSomeoneElseMade) {
     EXPECT_EQ(daemon.exit_status(), 3) << daemon.log();
     EXPECT_NE(daemon.log().find("owned by uid 4242"), std::string::npos) << daemon.log();
     EXPECT_EQ(read_text(pid_file), "someone's\n");
+}
+
+// The account's processes can replace the sockets: a --user that runs other
+// processes is said so at start, with who they are; nobody, which every
+// unmapped uid of a user namespace shows as, is refused.
+TEST(PersistHostile, SaysWhenItsUserRunsOtherProcesses) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    std::string root = fixture(dir);
+    std::ofstream(dir / "etc/passwd", std::ios::app)
+        << "gpupersist:x:990:990::/:/sbin/nologin\nnobody:x:65534:65534::/:/sbin/nologin\n";
+    std::ofstream(dir / "etc/group", std::ios::app) << "gpupersist:x:990:\nnogroup:x:65534:\n";
+    ASSERT_EQ(::mkdir((dir / "proc/4321").c_str(), 0755), 0);
+    { std::ofstream(dir / "proc/4321/status") << "Name:\tcron\nUid:\t990\t990\t990\t990\n"; }
+    { std::ofstream(dir / "proc/4321/comm") << "cron\n"; }
+    {
+        Persist shared(root, {"--user", "gpupersist", "--no-nvidia-smi-compat"});
+        ASSERT_TRUE(shared.wait_ready()) << shared.log();
+        EXPECT_EQ(shared.stop(), 0);
+        std::string log = shared.log();
+        EXPECT_NE(log.find("runs 1 other process(es) (4321 (cron))"), std::string::npos) << log;
+    }
+    Persist nobody(root, {"--user", "nobody", "--no-nvidia-smi-compat"});
+    EXPECT_FALSE(nobody.wait_ready());
+    EXPECT_EQ(nobody.exit_status(), 3) << nobody.log();
+    EXPECT_NE(nobody.log().find("--user 'nobody'"), std::string::npos) << nobody.log();
 }
 
 } // namespace gpuinit

@@ -42,7 +42,7 @@ constexpr auto kSettleDeadline = std::chrono::seconds(120);
 // room is kept for the host's root (its own gpu-persist and nvidia-smi).
 constexpr service::ListenOptions kControlRoom{.budget = 16, .per_peer = 4, .reserved = 8};
 constexpr service::ListenOptions kCompatRoom{.budget = 48, .per_peer = 4, .reserved = 8};
-// The kernel's overflowuid: how a uid it cannot map shows.
+// The kernel's overflowuid: nobody, and how an unmapped uid shows.
 constexpr uid_t kOverflowUid = 65534;
 constexpr size_t kMaxPendingOutput = size_t{256} << 10;
 constexpr std::string_view kStatusName = "status";
@@ -108,6 +108,7 @@ class Daemon {
     // daemon_start.cpp: start-up and accounts.
     bool refuse_coherent_memory();
     bool resolve_accounts();
+    void warn_shared_user();
     bool prepare_directories();
     bool take_pid_lock();
     bool own_directories();

@@ -73,6 +73,16 @@ bool Daemon::resolve_accounts() {
                 return false;
             }
         }
+        // nobody is everyone's: what NFS squashes to, and the uid every
+        // unmapped uid of a user namespace shows as, so a container's files
+        // and processes can be "nobody's" too.
+        if (*uid == kOverflowUid || options_.user == "nobody") {
+            log_.error("--user " + quote(options_.user) +
+                       ": an account others share (nobody, uid 65534) could replace "
+                       "gpu-persist's sockets and state; create a system user of its own "
+                       "(e.g. gpu-persist)");
+            return false;
+        }
         uid_ = *uid;
         gid_ = *gid;
         drop_root_ = *uid != ::geteuid();
@@ -86,6 +96,63 @@ bool Daemon::resolve_accounts() {
         }
     }
     return true;
+}
+
+// The directories and sockets are --user's: any process of that uid can
+// replace the sockets (so answer root's `gpu-persist` and nvidia-smi in the
+// daemon's place) and write the state. A uid shared with other programs
+// (nobody above all) hands that to them: said at start, with who they are.
+void Daemon::warn_shared_user() {
+    if (!drop_root_) {
+        return;
+    }
+    auto pids = root_.list_dir("proc");
+    if (!pids) {
+        return;
+    }
+    std::vector<std::string> others;
+    size_t count = 0;
+    const std::string self = std::to_string(::getpid());
+    for (const std::string& pid : *pids) {
+        if (!parse_decimal(pid) || pid == self) {
+            continue;
+        }
+        auto status = root_.read_file("proc/" + pid + "/status", 8192);
+        if (!status) {
+            continue;
+        }
+        for (std::string_view line : split_lines(*status)) {
+            if (line.substr(0, 4) != "Uid:") {
+                continue;
+            }
+            // Real, effective, saved, filesystem: any of them.
+            for (std::string_view field : split_words(line.substr(4))) {
+                auto uid = parse_decimal(field);
+                if (uid && *uid == uid_) {
+                    ++count;
+                    if (others.size() < 3) {
+                        auto comm = root_.read_file("proc/" + pid + "/comm", 64);
+                        others.push_back(pid + " (" +
+                                         (comm ? printable(trim(*comm)) : std::string("?")) + ")");
+                    }
+                    break;
+                }
+            }
+            break;
+        }
+    }
+    if (count == 0) {
+        return;
+    }
+    std::string listed;
+    for (const std::string& other : others) {
+        listed += (listed.empty() ? "" : ", ") + other;
+    }
+    log_.warning(format("--user %s (uid %u) runs %zu other process(es) (%s%s): each can replace "
+                        "gpu-persist's sockets and state, and answer root and nvidia-smi in its "
+                        "place; give gpu-persist a user of its own",
+                        quote(options_.user).c_str(), static_cast<unsigned>(uid_), count,
+                        listed.c_str(), count > others.size() ? ", ..." : ""));
 }
 
 bool Daemon::prepare_directories() {
@@ -358,6 +425,7 @@ bool Daemon::start(UniqueFd ready) {
         !take_pid_lock() || !own_directories()) {
         return false;
     }
+    warn_shared_user();
     auto notifier = Notifier::from_environment();
     if (!notifier) {
         log_.diagnostic(notifier.error());
