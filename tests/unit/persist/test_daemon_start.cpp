@@ -1,4 +1,6 @@
-// gpu-persist at start: what counts as nvidia-persistenced (F5).
+// gpu-persist at start and as `status` sees it: what counts as
+// nvidia-persistenced (F5), and the exit status of `gpu-persist status`
+// while a GPU it should hold is not held.
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/persist/client.hpp"
 #include "gpuinit/persist/control.hpp"
@@ -57,6 +59,24 @@ class Started {
     std::string root_;
     pid_t pid_ = -1;
 };
+
+// `gpu-persist ARGS... --root ROOT`'s exit status.
+int client(const std::string& root, std::initializer_list<const char*> args) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        std::vector<const char*> argv{"gpu-persist", "--root", root.c_str()};
+        argv.insert(argv.end(), args);
+        argv.push_back(nullptr);
+        ::execv(GPU_PERSIST_BIN, const_cast<char* const*>(argv.data()));
+        ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 // A listener on <root>/run/nvidia-persistenced/socket: "something answers".
 int listen_on_compat(const testing::TempDir& dir) {
@@ -153,6 +173,24 @@ TEST(PersistDaemonStart, NvidiaPersistencedUnderItsUserCounts) {
         EXPECT_EQ(compat_state(dir.path()), "off (nvidia-persistenced runs as pid 4242)");
     }
     ::close(listener);
+}
+
+// `gpu-persist status` (and `service gpu-restriction status`, which
+// trusts it) says when a GPU it should hold is not held: the fixture's
+// GPUs have no node, so none is. Exit 2, as a --daemon start that could
+// not hold every GPU.
+TEST(PersistDaemonStart, StatusExitsTwoWhileAGpuIsNotHeld) {
+    testing::TempDir dir;
+    ASSERT_TRUE(testing::write_fixture(testing::workstation(2), dir.path()));
+    Started daemon(dir.path());
+    ASSERT_TRUE(daemon.ready());
+    EXPECT_EQ(client(dir.path(), {"status"}), 2);
+    EXPECT_EQ(client(dir.path(), {"status", "--json"}), 2);
+    // Disabled by the admin: not wanted, so not missing.
+    if (::geteuid() == 0) {
+        EXPECT_EQ(client(dir.path(), {"disable", "all"}), 0);
+        EXPECT_EQ(client(dir.path(), {"status"}), 0);
+    }
 }
 
 } // namespace gpuinit
