@@ -47,8 +47,9 @@ constexpr const char* kUsage =
     "  -V, --version        show the version\n"
     "\n"
     "Exit status: 0 ok; 1 usage error; 2 --daemon started but some GPU could not\n"
-    "be held; 3 the daemon could not start; 4 no daemon answers; 5 permission\n"
-    "denied; 6 the daemon refused the request.\n";
+    "be held, or status: a GPU it should hold is not held; 3 the daemon could not\n"
+    "start; 4 no daemon answers; 5 permission denied; 6 the daemon refused the\n"
+    "request.\n";
 
 int client_exit(const Diagnostic& failure) {
     switch (failure.code) {
@@ -92,6 +93,11 @@ int run_client(const CommonOptions& common, const ControlRequest& request) {
     int code = reply->reply.code == 0       ? kPersistOk
                : reply->reply.code == EPERM ? kPersistDenied
                                             : kPersistRefused;
+    // A status that shows a GPU it should hold not held is not "ok": init
+    // scripts and monitoring read the exit status only.
+    if (code == kPersistOk && !request.changes() && count_not_held(reply->reply.gpus) > 0) {
+        code = kPersistPartial;
+    }
     if (common.json) {
         std::string json = render_persist_json(*reply, code);
         std::fwrite(json.data(), 1, json.size(), stdout);

@@ -32,7 +32,8 @@ enum ModloadExit : int {
 enum PersistExit : int {
     kPersistOk = 0,
     kPersistUsage = 1,
-    kPersistPartial = 2,     // --daemon: running, but some GPU could not be held
+    kPersistPartial = 2,     // --daemon: running, but some GPU could not be held;
+                             // status: a GPU it should hold is not held
     kPersistCannotStart = 3, // another instance, coherent-memory machine, bad --user, ...
     kPersistNotRunning = 4,  // client: no daemon answers
     kPersistDenied = 5,      // client: changes need root or the admin group

@@ -334,4 +334,15 @@ std::string format_choices(const std::vector<DisabledGpu>& disabled) {
     return text;
 }
 
+size_t count_not_held(const std::vector<HeldGpu>& gpus) {
+    size_t missing = 0;
+    for (const HeldGpu& gpu : gpus) {
+        missing += gpu.wanted && gpu.state != HoldState::Held && gpu.state != HoldState::Opening &&
+                           gpu.state != HoldState::Disabled
+                       ? 1
+                       : 0;
+    }
+    return missing;
+}
+
 } // namespace gpuinit

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <poll.h>
+#include <string>
+#include <string_view>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,24 +24,58 @@ namespace {
 
 uint64_t namespace_inode(int proc_fd, const char* rel) {
     struct stat st {};
-    // ns/pid is a magic link to the nsfs inode: followed on purpose.
+    // ns/pid is a magic link to the nsfs inode: followed on purpose. Only
+    // a process that may ptrace the peer may follow it: a daemon that
+    // dropped root cannot for root's processes (read_small below is open
+    // to all).
     if (::fstatat(proc_fd, rel, &st, 0) != 0) {
         return 0;
     }
     return st.st_ino;
 }
 
-struct Namespaces {
-    uint64_t pid = 0;
-    uint64_t user = 0;
-};
+// A small /proc file that every user may read (status, uid_map, cgroup).
+std::string read_small(int proc_fd, const std::string& rel) {
+    UniqueFd fd(::openat(proc_fd, rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    std::string text;
+    if (!fd.valid()) {
+        return text;
+    }
+    char buffer[4096];
+    ssize_t got = 0;
+    while (text.size() < 65536 && (got = ::read(fd.get(), buffer, sizeof buffer)) > 0) {
+        text.append(buffer, static_cast<size_t>(got));
+    }
+    return text;
+}
 
-Namespaces namespaces_of(int proc_fd, const char* process) {
-    char pid_rel[64];
-    char user_rel[64];
-    std::snprintf(pid_rel, sizeof pid_rel, "%s/ns/pid", process);
-    std::snprintf(user_rel, sizeof user_rel, "%s/ns/user", process);
-    return {namespace_inode(proc_fd, pid_rel), namespace_inode(proc_fd, user_rel)};
+// How many pid namespaces, from the one of this /proc down, the process is
+// in: its NSpid line has one pid per namespace. 0 when unknown.
+size_t pid_namespace_depth(int proc_fd, const std::string& process) {
+    std::string status = read_small(proc_fd, process + "/status");
+    size_t at = status.find("\nNSpid:");
+    if (at == std::string::npos) {
+        return 0;
+    }
+    size_t end = status.find('\n', at + 1);
+    std::string line = status.substr(at + 7, end == std::string::npos ? end : end - at - 7);
+    size_t count = 0;
+    bool in_word = false;
+    for (char c : line) {
+        bool space = c == ' ' || c == '\t';
+        count += !space && !in_word ? 1 : 0;
+        in_word = !space;
+    }
+    return count;
+}
+
+// FNV-1a: a peer's cgroup as a number, where its namespace cannot be read.
+uint64_t hash_text(std::string_view text) {
+    uint64_t hash = 14695981039346656037ULL;
+    for (char c : text) {
+        hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    }
+    return hash == 0 ? 1 : hash;
 }
 
 // A pidfd for the peer: the one the kernel took at connect (SO_PEERPIDFD),
@@ -107,17 +143,35 @@ Peer identify_peer(int socket_fd, int proc_fd) {
     if (!pidfd.valid()) {
         return peer;
     }
-    char process[24];
-    std::snprintf(process, sizeof process, "%d", static_cast<int>(credentials.pid));
-    Namespaces theirs = namespaces_of(proc_fd, process);
+    const std::string process = std::to_string(credentials.pid);
+    uint64_t pid_inode = namespace_inode(proc_fd, (process + "/ns/pid").c_str());
+    uint64_t user_inode = namespace_inode(proc_fd, (process + "/ns/user").c_str());
+    size_t depth = pid_namespace_depth(proc_fd, process);
+    std::string uid_map = read_small(proc_fd, process + "/uid_map");
+    std::string cgroup = read_small(proc_fd, process + "/cgroup");
     if (!still_running(pidfd.get())) {
         return peer; // gone: its pid may name another process by now
     }
-    peer.pid_namespace = theirs.pid;
-    peer.user_namespace = theirs.user;
-    Namespaces ours = namespaces_of(proc_fd, "self");
-    peer.host =
-        theirs.pid != 0 && theirs.user != 0 && theirs.pid == ours.pid && theirs.user == ours.user;
+    uint64_t own_pid_inode = namespace_inode(proc_fd, "self/ns/pid");
+    uint64_t own_user_inode = namespace_inode(proc_fd, "self/ns/user");
+    bool same_pid;
+    bool same_user;
+    if (pid_inode != 0 && user_inode != 0 && own_pid_inode != 0 && own_user_inode != 0) {
+        same_pid = pid_inode == own_pid_inode;
+        same_user = user_inode == own_user_inode;
+        peer.pid_namespace = pid_inode;
+        peer.user_namespace = user_inode;
+    } else {
+        // Without the namespaces' inodes: one pid in NSpid is the pid
+        // namespace of this /proc (the daemon's), and the uid map as this
+        // process sees it is its own only for its own user namespace (or
+        // one that maps every uid to itself, which only root can make).
+        same_pid = depth == 1 && pid_namespace_depth(proc_fd, "self") == 1;
+        std::string own_map = read_small(proc_fd, "self/uid_map");
+        same_user = !uid_map.empty() && uid_map == own_map;
+        peer.pid_namespace = same_pid ? 1 : hash_text(cgroup);
+    }
+    peer.host = same_pid && same_user;
     return peer;
 }
 

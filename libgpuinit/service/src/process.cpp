@@ -79,12 +79,6 @@ Result<PidLock> PidLock::acquire(const SafeDir& dir, std::string_view name, uid_
                             shown.c_str(), static_cast<uintmax_t>(st.st_nlink)),
                      EMLINK);
     }
-    if (st.st_uid != ::geteuid() && st.st_uid != owner) {
-        return error(format("the pid file %s is owned by uid %u, not by the daemon's user: "
-                            "someone else made it; remove it",
-                            shown.c_str(), static_cast<unsigned>(st.st_uid)),
-                     EPERM);
-    }
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
         int code = errno;
         char text[32] = {};
@@ -94,6 +88,14 @@ Result<PidLock> PidLock::acquire(const SafeDir& dir, std::string_view name, uid_
                               : std::string("?");
         return error(format("already running (pid %s, %s is locked)", pid.c_str(), shown.c_str()),
                      code == EWOULDBLOCK ? EWOULDBLOCK : code);
+    }
+    // Checked once the lock is ours: a running daemon that dropped to its
+    // --user owns the file, and a second start as root is told it runs.
+    if (st.st_uid != ::geteuid() && st.st_uid != owner) {
+        return error(format("the pid file %s is owned by uid %u, not by the daemon's user: "
+                            "someone else made it; remove it",
+                            shown.c_str(), static_cast<unsigned>(st.st_uid)),
+                     EPERM);
     }
     std::string pid = format("%d\n", static_cast<int>(::getpid()));
     if (::ftruncate(fd.get(), 0) != 0 ||

@@ -259,7 +259,10 @@ TEST(PersistDaemonStart, ANameAloneDoesNotTakeNvidiaSmisSocket) {
     EXPECT_EQ(reply->reply.daemon.compat, "on");
     EXPECT_EQ(daemon.stop(), 0);
 
-    // Something really listens there: left alone.
+    // Root's process, running a root-owned program, and something really
+    // listens there: left alone.
+    { std::ofstream(dir / "proc/4242/status") << "Name:\tnvidia-persiste\nUid:\t0\t0\t0\t0\n"; }
+    ASSERT_EQ(::symlink("/bin/sh", (dir / "proc/4242/exe").c_str()), 0);
     ASSERT_EQ(::mkdir((dir / "run/nvidia-persistenced").c_str(), 0755) == 0 || errno == EEXIST,
               true);
     int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

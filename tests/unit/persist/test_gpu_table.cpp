@@ -249,4 +249,22 @@ TEST(GpuTableChoices, StateFileRoundTripAndHostileLines) {
     EXPECT_EQ(diagnostics.items()[0].where.line, 1u);
 }
 
+// What `gpu-persist status` calls not held: wanted, and failed, lost,
+// unbinding or waiting for its node; not disabled, nor initializing.
+TEST(GpuTable, CountsTheGpusItShouldHoldButDoesNot) {
+    auto gpu = [](HoldState state, bool wanted) {
+        HeldGpu held;
+        held.state = state;
+        held.wanted = wanted;
+        return held;
+    };
+    EXPECT_EQ(count_not_held({gpu(HoldState::Held, true), gpu(HoldState::Opening, true),
+                              gpu(HoldState::Disabled, false)}),
+              0u);
+    EXPECT_EQ(count_not_held({gpu(HoldState::Failed, true), gpu(HoldState::Lost, true),
+                              gpu(HoldState::Unbinding, true), gpu(HoldState::WaitingForNode, true),
+                              gpu(HoldState::Failed, false), gpu(HoldState::Held, true)}),
+              4u);
+}
+
 } // namespace gpuinit

@@ -14,12 +14,13 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
-#include <optional>
 #include <gtest/gtest.h>
+#include <optional>
 #include <poll.h>
 #include <sched.h>
 #include <sstream>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -125,6 +126,15 @@ TEST(PidLock, RefusesAFileSomeoneElseOwns) {
     ASSERT_FALSE(lock);
     EXPECT_EQ(lock.error().code, EPERM);
     EXPECT_EQ(read_text(path), "4242\n");
+    // Held by a daemon that runs as its --user: a second start, as root,
+    // is told it runs, whoever owns the file.
+    {
+        UniqueFd held(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);
+        auto running = service::PidLock::acquire(box.run(), "d.pid", 0, 0);
+        ASSERT_FALSE(running);
+        EXPECT_EQ(running.error().code, EWOULDBLOCK) << running.error().message;
+    }
     // The daemon's own --user: taken, and kept that user's.
     auto owned = service::PidLock::acquire(box.run(), "d.pid", 4242, 4242);
     ASSERT_TRUE(owned) << owned.error().text();
@@ -200,6 +210,39 @@ TEST(Peer, TheHostsRootIsTheHostsRoot) {
     EXPECT_EQ(peer.host_root(), ::geteuid() == 0);
     // Without /proc nothing says where it is: not the host.
     EXPECT_FALSE(service::identify_peer(a.get(), -1).host);
+}
+
+// A daemon that dropped root may not follow root's ns links (ptrace
+// access): it still knows the host's root, from what every user may read.
+TEST(Peer, ADaemonThatDroppedRootStillKnowsTheHostsRoot) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to drop to another user";
+    }
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    UniqueFd a(pair[0]);
+    UniqueFd b(pair[1]);
+    int report[2];
+    ASSERT_EQ(::pipe(report), 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
+            ::_exit(2);
+        }
+        UniqueFd proc = proc_dir();
+        service::Peer peer = service::identify_peer(a.get(), proc.get());
+        char result = static_cast<char>((peer.host ? 1 : 0) | (peer.host_root() ? 2 : 0) |
+                                        (peer.user_namespace == 0 ? 4 : 0));
+        (void)::write(report[1], &result, 1);
+        ::_exit(0);
+    }
+    ::close(report[1]);
+    char result = 0;
+    ASSERT_EQ(::read(report[0], &result, 1), 1);
+    ::close(report[0]);
+    ::waitpid(pid, nullptr, 0);
+    EXPECT_EQ(result & 4, 4) << "the ns links were readable: this test checks nothing";
+    EXPECT_EQ(result & 3, 3) << "the host's root not recognized by an unprivileged daemon";
 }
 
 namespace {

@@ -48,6 +48,11 @@ struct HeldGpu {
     std::string error; // why it is Failed, Lost or WaitingForNode
 };
 
+// GPUs the admin wants held that are not: failed, lost, being unbound, or
+// waiting for their node. One whose init is under way is not counted: it
+// is on its way to held.
+size_t count_not_held(const std::vector<HeldGpu>& gpus);
+
 struct PersistAction {
     enum class Kind {
         Open,        // open /dev/nvidia<minor> and wait for its init

@@ -33,7 +33,10 @@ struct PeerKey {
 
 struct Peer {
     PeerCredentials credentials;
-    uint64_t pid_namespace = 0; // nsfs inode; 0 when it could not be read
+    // The nsfs inodes. A daemon that dropped root may not read those of
+    // root's processes: then user_namespace is 0, and pid_namespace says
+    // the daemon's own (1) or stands for the peer's cgroup.
+    uint64_t pid_namespace = 0;
     uint64_t user_namespace = 0;
     // In the daemon's own user and pid namespaces (the host's initial ones
     // when the daemon runs on the host). False when that cannot be told.
@@ -47,7 +50,10 @@ struct Peer {
 
 // The peer of a connected unix socket. `proc_fd`: a directory fd on the
 // kernel's /proc (the real one: peers are processes whatever --root says);
-// -1 leaves the namespaces unknown. The peer's pid is read through a pidfd
+// -1 leaves the namespaces unknown. Where the namespaces' links cannot be
+// followed (ptrace access), the host is told from /proc/PID/status's NSpid
+// (one pid: the pid namespace of this /proc) and /proc/PID/uid_map (the
+// daemon's own map), which every user may read. The peer's pid is read through a pidfd
 // (SO_PEERPIDFD, Linux 6.5; pidfd_open before) that is checked to be alive
 // after /proc was read, so a pid reused since the connect is not read as
 // the peer's.
