@@ -238,7 +238,7 @@ void RegistrationServer::service(uint64_t now_ns, Handler handler, void* context
     const bool listen = accepts_left_ > 0;
     if (listen != listening_) {
         epoll_event event{};
-        event.events = listen ? EPOLLIN : 0;
+        event.events = listen ? static_cast<uint32_t>(EPOLLIN) : 0U;
         event.data.fd = listener_.get();
         if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event) == 0) {
             listening_ = listen;

@@ -410,8 +410,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DaemonProcessLayouts,
                                            ProcessLayout{"V3Declared24", "24", "0"},
                                            ProcessLayout{"V3R535With32", "32", "0"},
                                            ProcessLayout{"V3With16", "16", "0"}),
-                         [](const ::testing::TestParamInfo<ProcessLayout>& info) {
-                             return info.param.name;
+                         [](const ::testing::TestParamInfo<ProcessLayout>& layout) {
+                             return layout.param.name;
                          });
 
 // A driver whose process lists fit no layout NVML has had: the daemon says so

@@ -999,8 +999,8 @@ TEST_F(OciHookText, HostIndicesAreTranslatedThroughTheDriversList) {
     const std::string head = "{\"process\":{\"user\":{\"uid\":" + std::to_string(::getuid()) +
                              ",\"gid\":" + std::to_string(::getgid()) +
                              "},\"env\":[\"AMP_VGPU_ENABLE=1\",\"NVIDIA_VISIBLE_DEVICES=";
-    auto tail_of = [](const std::string& id) {
-        return "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + id + "\"}}";
+    auto tail_of = [](const std::string& container) {
+        return "\"]},\"linux\":{\"cgroupsPath\":\"/libpod_parent/libpod-" + container + "\"}}";
     };
     const std::string tail = tail_of(id);
     // Each refusal below on a container of its own: the first one's group
