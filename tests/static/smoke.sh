@@ -20,7 +20,10 @@ version=$(env -i "$tool" --version) || fail "--version exited $?"
 grep -q "^$name " <<<"$version" || fail "--version: $version"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+daemon=
+# A daemon left running would hold ctest's output pipe open: the test would
+# hang instead of failing.
+trap '[[ -z $daemon ]] || kill -KILL "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
 cp -a "$sample/." "$work/root"
 
 case $name in
@@ -71,14 +74,18 @@ gpu-persist)
   env -i "$tool" --root "$work/root" --no-hotplug 2>"$work/daemon.log" &
   daemon=$!
   for _ in $(seq 100); do [[ -e $work/root/run/gpu-persist/status ]] && break; sleep 0.05; done
-  env -i "$tool" --root "$work/root" status | grep -q "waiting-for-node" ||
-    fail "status: $(cat "$work/daemon.log")"
-  env -i "$tool" --root "$work/root" status --json | grep -q '"state":"waiting-for-node"' ||
-    fail "status --json"
+  # Its GPUs wait for their nodes: none is held, and status says so with 2.
+  rc=0; status=$(env -i "$tool" --root "$work/root" status) || rc=$?
+  [[ $rc == 2 ]] || fail "status of GPUs not held exited $rc, not 2"
+  grep -q "waiting-for-node" <<<"$status" || fail "status: $status; $(cat "$work/daemon.log")"
+  rc=0; status=$(env -i "$tool" --root "$work/root" status --json) || rc=$?
+  [[ $rc == 2 ]] || fail "status --json of GPUs not held exited $rc, not 2"
+  grep -q '"state":"waiting-for-node"' <<<"$status" || fail "status --json: $status"
   rc=0; env -i "$tool" --root "$work/root" disable 7 2>/dev/null || rc=$?
   [[ $rc == 6 ]] || fail "disable of an unknown GPU exited $rc, not 6"
   kill -TERM "$daemon"
   rc=0; wait "$daemon" || rc=$?
+  daemon=
   [[ $rc == 0 ]] || fail "stopped with $rc: $(cat "$work/daemon.log")"
   [[ ! -e $work/root/run/gpu-persist/socket ]] || fail "socket left behind"
   ;;
