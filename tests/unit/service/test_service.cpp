@@ -252,7 +252,9 @@ namespace {
 // `name` in `dir` and holds the connections until its pipe closes.
 class ContainerRoot {
   public:
-    ContainerRoot(const SafeDir& dir, const char* name, int count, uid_t uid = 0) {
+    // nested: that many pid namespaces the container makes inside its own,
+    // each connecting `count` times (0: the container's own connects).
+    ContainerRoot(const SafeDir& dir, const char* name, int count, uid_t uid = 0, int nested = 0) {
         int pipe[2];
         if (::pipe(pipe) != 0) {
             return;
@@ -267,6 +269,36 @@ class ContainerRoot {
             if (inner == 0) {
                 if (uid != 0 && ::setuid(uid) != 0) {
                     ::_exit(3);
+                }
+                std::vector<pid_t> inside;
+                for (int i = 0; i < nested; ++i) {
+                    pid_t maker = ::fork();
+                    if (maker == 0) {
+                        if (::unshare(CLONE_NEWPID) != 0) {
+                            ::_exit(5);
+                        }
+                        pid_t deeper = ::fork();
+                        if (deeper == 0) {
+                            std::vector<UniqueFd> held;
+                            for (int j = 0; j < count; ++j) {
+                                if (auto fd = service::connect_at(dir, name, SOCK_STREAM, false)) {
+                                    held.push_back(std::move(*fd));
+                                }
+                            }
+                            char byte;
+                            (void)::read(pipe[0], &byte, 1);
+                            ::_exit(0);
+                        }
+                        ::waitpid(deeper, nullptr, 0);
+                        ::_exit(0);
+                    }
+                    inside.push_back(maker);
+                }
+                if (nested != 0) {
+                    for (pid_t maker : inside) {
+                        ::waitpid(maker, nullptr, 0);
+                    }
+                    ::_exit(0);
                 }
                 std::vector<UniqueFd> held;
                 for (int i = 0; i < count; ++i) {
@@ -359,6 +391,29 @@ TEST(Listener, BoundsPerPeerNotPerUid) {
     for (const auto& admission : from_host) {
         EXPECT_TRUE(admission.peer.host_root());
     }
+}
+
+// A container's root may make pid namespaces inside its own (in a user
+// namespace of its own it needs no capability for it): they are still the
+// one container, bounded as one peer.
+TEST(Listener, PidNamespacesMadeInsideAContainerAreThatContainer) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to make pid namespaces";
+    }
+    Box box;
+    service::ListenOptions options;
+    options.mode = 0666;
+    options.budget = 32;
+    options.per_peer = 3;
+    options.reserved = 4;
+    auto listener = service::Listener::bind_at(box.run(), "s", options);
+    ASSERT_TRUE(listener);
+    UniqueFd proc = proc_dir();
+    ContainerRoot nesting(box.run(), "s", 3, 0, 4);
+    auto admitted = accept_for(*listener, proc.get(), 12);
+    EXPECT_EQ(admitted.size(), 3u) << "one container held " << admitted.size()
+                                   << " connections through pid namespaces of its own";
+    EXPECT_EQ(listener->refused(), 9u);
 }
 
 // A deadline set at connect is not moved by input: a client trickling a
