@@ -416,6 +416,43 @@ TEST(Listener, PidNamespacesMadeInsideAContainerAreThatContainer) {
     EXPECT_EQ(listener->refused(), 9u);
 }
 
+// No daemon on this layer takes descriptors, and one a peer sends anyway
+// would be closed in the daemon (its last close can block for as long as
+// the peer likes): the kernel refuses the send.
+TEST(Listener, RefusesDescriptors) {
+    Box box;
+    service::ListenOptions options;
+    options.mode = 0666;
+    auto listener = service::Listener::bind_at(box.run(), "s", options);
+    ASSERT_TRUE(listener);
+    auto client = service::connect_at(box.run(), "s", SOCK_STREAM, false);
+    ASSERT_TRUE(client);
+    int rights = 1;
+    socklen_t size = sizeof rights;
+    if (::getsockopt(client->get(), SOL_SOCKET, 83 /* SO_PASSRIGHTS */, &rights, &size) != 0) {
+        GTEST_SKIP() << "this kernel has no SO_PASSRIGHTS (Linux 6.16)";
+    }
+    char byte = 'x';
+    iovec vector{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    int sent = client->get();
+    std::memcpy(CMSG_DATA(header), &sent, sizeof sent);
+    errno = 0;
+    EXPECT_EQ(::sendmsg(client->get(), &message, MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EPERM);
+    // Plain bytes still go.
+    EXPECT_EQ(::send(client->get(), &byte, 1, MSG_NOSIGNAL), 1);
+}
+
 // A deadline set at connect is not moved by input: a client trickling a
 // byte every 50 ms is dropped at its 300 ms.
 TEST(EventLoop, ADeadlineSetAtConnectIsNotMovedByInput) {
