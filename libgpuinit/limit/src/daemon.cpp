@@ -45,7 +45,10 @@ bool same_uuid(std::string_view a, std::string_view b) {
                                               [](char x, char y) { return lower(x) == lower(y); });
 }
 
-// The OFD probe: whether another description holds the byte.
+// The OFD probe: whether another description holds the byte's write lock,
+// the one a slot's owner takes. A read lock does not count: any open of the
+// file, read-only ones too, can take one, so it proves nothing, and several
+// descriptions can hold it at once.
 bool byte_held(int fd, uint64_t offset) {
     struct flock lock {};
     lock.l_type = F_WRLCK;
@@ -55,7 +58,7 @@ bool byte_held(int fd, uint64_t offset) {
     if (::fcntl(fd, F_OFD_GETLK, &lock) != 0) {
         return false;
     }
-    return lock.l_type != F_UNLCK;
+    return lock.l_type == F_WRLCK;
 }
 
 // Whether no description other than fd's holds the byte (fd's own locks do
@@ -287,10 +290,17 @@ struct DaemonCore::Group {
     // one. The second look of the daemon's open closes the window in which
     // the owner let go between the first two.
     bool held_through(int passed, int slot) const {
-        struct stat status {};
-        if (passed < 0 || ::fstat(passed, &status) != 0 || !S_ISREG(status.st_mode) ||
-            status.st_ino != ino || ::major(status.st_dev) != dev_major ||
-            ::minor(status.st_dev) != dev_minor || slot < 0 || slot >= kMaxSlots) {
+        // AT_STATX_DONT_SYNC: the attributes the kernel has, without asking
+        // the file system. A plain fstat of a file on a FUSE mount the
+        // sender serves waits for the sender's answer (GETATTR), for as long
+        // as it likes, on the thread that runs the compute steps.
+        struct statx status {};
+        if (passed < 0 ||
+            ::statx(passed, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO,
+                    &status) != 0 ||
+            !S_ISREG(status.stx_mode) || status.stx_ino != ino ||
+            status.stx_dev_major != dev_major || status.stx_dev_minor != dev_minor || slot < 0 ||
+            slot >= kMaxSlots) {
             return false;
         }
         const uint64_t offset = file->header.lock_base + static_cast<uint64_t>(slot);

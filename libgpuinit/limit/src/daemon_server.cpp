@@ -3,9 +3,13 @@
 #include "gpuinit/limit/daemon_protocol.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +18,97 @@
 #include <vector>
 
 namespace gpuinit::limit {
+
+namespace {
+
+// Descriptors that may wait to be closed at once. Past it, the daemon
+// accepts and reads nothing more until the closing thread catches up: every
+// message read may carry descriptors (up to SCM_MAX_FD), and one the daemon
+// has no room for is closed by the kernel in recvmsg, on this thread.
+constexpr size_t kMaxPendingCloses = 256;
+// SCM_MAX_FD (include/net/scm.h): the most descriptors one message can
+// carry. recvmsg's buffer holds them all, so the kernel never drops one
+// (MSG_CTRUNC) and closes it in our recvmsg.
+constexpr size_t kScmMaxFd = 253;
+
+} // namespace
+
+// The closing thread. A peer's descriptor can make its last close block for
+// as long as the peer wants: a TCP socket with SO_LINGER and unsent data its
+// receiver never reads, a file on a FUSE mount the peer serves (FLUSH waits
+// for the server), a device whose release waits. So can the close of a
+// connection with such descriptors still queued on it. Everything the
+// server lets go of is closed here, never on the thread that runs the
+// compute steps.
+struct RegistrationServer::Closer {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::vector<int> queue;
+    std::atomic<size_t> pending{0};
+    pthread_t thread{};
+    bool started = false;
+
+    static void* run(void* self) {
+        auto* closer = static_cast<Closer*>(self);
+        for (;;) {
+            std::vector<int> batch;
+            {
+                std::unique_lock<std::mutex> lock(closer->mutex);
+                closer->wake.wait(lock, [&] { return !closer->queue.empty(); });
+                batch.swap(closer->queue);
+            }
+            for (int fd : batch) {
+                // A socket's lingering close becomes an abort (RST): the
+                // daemon owes its peers' peers no orderly shutdown.
+                linger abort{1, 0};
+                (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+                ::close(fd);
+                closer->pending.fetch_sub(1, std::memory_order_relaxed);
+            }
+        }
+        return nullptr;
+    }
+};
+
+void RegistrationServer::CloserDeleter::operator()(Closer* closer) const {
+    // The thread may be blocked in a close for good: it is left to the
+    // process's exit, and so is what it owns.
+    if (closer != nullptr && !closer->started) {
+        delete closer;
+    }
+}
+
+size_t RegistrationServer::closes_pending() const {
+    return closer_ ? closer_->pending.load(std::memory_order_relaxed) : 0;
+}
+
+void RegistrationServer::close_later(UniqueFd fd) {
+    if (!fd.valid()) {
+        return;
+    }
+    if (!closer_) {
+        closer_.reset(new Closer);
+    }
+    if (!closer_->started) {
+        // Started at the first close, after any daemonizing fork.
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attributes, 64 << 10);
+        closer_->started =
+            ::pthread_create(&closer_->thread, &attributes, &Closer::run, closer_.get()) == 0;
+        pthread_attr_destroy(&attributes);
+        if (!closer_->started) {
+            return; // no thread: closed here, as before (fd's destructor)
+        }
+    }
+    closer_->pending.fetch_add(1, std::memory_order_relaxed);
+    {
+        std::lock_guard<std::mutex> lock(closer_->mutex);
+        closer_->queue.push_back(fd.release());
+    }
+    closer_->wake.notify_one();
+}
 
 Result<RegistrationServer> RegistrationServer::listen(const std::string& path) {
     // Bound and made listening under a name of its own, then renamed into
@@ -110,7 +205,8 @@ void RegistrationServer::drop(int fd) {
     if (count != open_by_peer_.end() && --count->second == 0) {
         open_by_peer_.erase(count);
     }
-    connections_.erase(found); // closes it
+    close_later(std::move(found->second.fd));
+    connections_.erase(found);
 }
 
 bool RegistrationServer::take_request(const service::PeerKey& key, uint64_t now_ns) {
@@ -141,7 +237,7 @@ bool RegistrationServer::take_request(const service::PeerKey& key, uint64_t now_
 }
 
 void RegistrationServer::accept_some(uint64_t now_ns) {
-    for (; accepts_left_ > 0; --accepts_left_) {
+    for (; accepts_left_ > 0 && closes_pending() < kMaxPendingCloses; --accepts_left_) {
         UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!fd.valid()) {
             return; // EAGAIN, or an error of that one connection (ECONNABORTED, EMFILE)
@@ -159,12 +255,14 @@ void RegistrationServer::accept_some(uint64_t now_ns) {
             // The client hears why at once instead of waiting.
             (void)::send(fd.get(), kReplyBusy, std::strlen(kReplyBusy),
                          MSG_NOSIGNAL | MSG_DONTWAIT);
+            close_later(std::move(fd));
             continue;
         }
         epoll_event event{};
         event.events = EPOLLIN | EPOLLRDHUP;
         event.data.fd = fd.get();
         if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd.get(), &event) != 0) {
+            close_later(std::move(fd));
             continue;
         }
         int key = fd.get();
@@ -181,12 +279,12 @@ void RegistrationServer::answer(int fd, uint64_t /*now_ns*/, Handler handler, vo
     if (found == connections_.end()) {
         return;
     }
-    // One byte more than the largest message we take, and room for one
-    // descriptor: further ones are closed by the kernel (MSG_CTRUNC), never
-    // installed here.
+    // One byte more than the largest message we take, and room for every
+    // descriptor a message can carry: the first is the request's, the others
+    // go to the closing thread.
     char buffer[kDaemonMaxMessage + 1];
     iovec vector{buffer, sizeof buffer};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kScmMaxFd)];
     msghdr message{};
     message.msg_iov = &vector;
     message.msg_iovlen = 1;
@@ -210,7 +308,7 @@ void RegistrationServer::answer(int fd, uint64_t /*now_ns*/, Handler handler, vo
                 if (!passed.valid()) {
                     passed.reset(received);
                 } else {
-                    ::close(received);
+                    close_later(UniqueFd(received));
                 }
             }
         }
@@ -225,6 +323,7 @@ void RegistrationServer::answer(int fd, uint64_t /*now_ns*/, Handler handler, vo
         }
         (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
+    close_later(std::move(passed));
     // One request per connection: answered, closed by the peer, or broken.
     drop(fd);
 }
@@ -234,8 +333,10 @@ void RegistrationServer::service(uint64_t now_ns, Handler handler, void* context
         window_start_ns_ = now_ns;
         accepts_left_ = kAcceptsPerWindow;
     }
-    // The listener is polled only while this window has accepts left.
-    const bool listen = accepts_left_ > 0;
+    // The listener is polled only while this window has accepts left, and
+    // the closing thread keeps up.
+    const bool backed_up = closes_pending() >= kMaxPendingCloses;
+    const bool listen = accepts_left_ > 0 && !backed_up;
     if (listen != listening_) {
         epoll_event event{};
         event.events = listen ? static_cast<uint32_t>(EPOLLIN) : 0U;
@@ -258,7 +359,13 @@ void RegistrationServer::service(uint64_t now_ns, Handler handler, void* context
                 }
             }
         } else if (connections_.count(fd) != 0) {
-            answer(fd, now_ns, handler, context);
+            if (backed_up) {
+                // Unread: what it carries is closed with it, on the
+                // closing thread.
+                drop(fd);
+            } else {
+                answer(fd, now_ns, handler, context);
+            }
         }
     }
     // Connections that sent nothing within the timeout, counted from

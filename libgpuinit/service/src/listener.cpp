@@ -10,6 +10,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+// Linux 6.16 (include/uapi/asm-generic/socket.h); the libc headers may lack
+// it.
+#ifdef SO_PASSRIGHTS
+constexpr int kSoPassRights = SO_PASSRIGHTS;
+#else
+constexpr int kSoPassRights = 83;
+#endif
+
 namespace gpuinit::service {
 
 namespace {
@@ -74,6 +82,19 @@ Result<Listener> Listener::bind_at(const SafeDir& dir, std::string_view name,
     listener.fd_.reset(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener.fd_.valid()) {
         return errno_error("socket");
+    }
+    // No descriptors: none of these protocols takes one, and one a peer
+    // sends anyway is closed by the kernel in our recv (or with the
+    // connection), on the daemon's one thread. Its last close can block for
+    // as long as the peer likes (a TCP socket with SO_LINGER and unsent data
+    // nobody reads; a file on a FUSE mount the peer serves): every socket
+    // of the daemon with it. SO_PASSRIGHTS 0 makes the kernel refuse such a
+    // send (EPERM); accepted connections take it from the listener. Older
+    // kernels than 6.16 lack it (ENOPROTOOPT).
+    int rights = 0;
+    if (::setsockopt(listener.fd_.get(), SOL_SOCKET, kSoPassRights, &rights, sizeof rights) != 0 &&
+        errno != ENOPROTOOPT) {
+        return errno_error("setsockopt SO_PASSRIGHTS");
     }
     // The umask gives the mode at bind: never wider, not even for a moment.
     auto bound = in_directory(dir, [&] {

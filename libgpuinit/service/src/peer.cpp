@@ -5,9 +5,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <string>
 #include <string_view>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -95,6 +97,36 @@ bool still_running(int pidfd) {
     return ::poll(&waiting, 1, 0) == 0;
 }
 
+// The pid namespace of `process` that is a child of the daemon's own
+// (`own`): the container's, however deep below it the process made others.
+// 0 when the walk fails. Any process may make pid namespaces of its own
+// (in a user namespace of its own: a rootful container's root needs no
+// capability for it), so the peer's own one would let one container be as
+// many peers as it likes.
+uint64_t outermost_pid_namespace(int proc_fd, const std::string& process, uint64_t own) {
+    UniqueFd current(::openat(proc_fd, (process + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC));
+    // Nesting is at most 32 deep (MAX_PID_NS_LEVEL, kernel/pid_namespace.c).
+    for (int level = 0; current.valid() && level < 40; ++level) {
+        struct stat st {};
+        if (::fstat(current.get(), &st) != 0) {
+            return 0;
+        }
+        UniqueFd parent(::ioctl(current.get(), NS_GET_PARENT));
+        if (!parent.valid()) {
+            return 0; // EPERM: above ours, so this was ours all along
+        }
+        struct stat up {};
+        if (::fstat(parent.get(), &up) != 0) {
+            return 0;
+        }
+        if (up.st_ino == own) {
+            return st.st_ino;
+        }
+        current = std::move(parent);
+    }
+    return 0;
+}
+
 } // namespace
 
 PeerKey Peer::key() const {
@@ -149,6 +181,11 @@ Peer identify_peer(int socket_fd, int proc_fd) {
     size_t depth = pid_namespace_depth(proc_fd, process);
     std::string uid_map = read_small(proc_fd, process + "/uid_map");
     std::string cgroup = read_small(proc_fd, process + "/cgroup");
+    // Read before the liveness check, like the rest.
+    uint64_t outer_inode = 0;
+    if (uint64_t own = namespace_inode(proc_fd, "self/ns/pid"); own != 0 && pid_inode != own) {
+        outer_inode = outermost_pid_namespace(proc_fd, process, own);
+    }
     if (!still_running(pidfd.get())) {
         return peer; // gone: its pid may name another process by now
     }
@@ -159,7 +196,7 @@ Peer identify_peer(int socket_fd, int proc_fd) {
     if (pid_inode != 0 && user_inode != 0 && own_pid_inode != 0 && own_user_inode != 0) {
         same_pid = pid_inode == own_pid_inode;
         same_user = user_inode == own_user_inode;
-        peer.pid_namespace = pid_inode;
+        peer.pid_namespace = outer_inode != 0 ? outer_inode : pid_inode;
         peer.user_namespace = user_inode;
     } else {
         // Without the namespaces' inodes: one pid in NSpid is the pid

@@ -22,6 +22,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 #include <map>
+#include <netinet/in.h>
 #include <optional>
 #include <ostream>
 #include <sched.h>
@@ -496,6 +497,129 @@ TEST_F(DaemonEndToEnd, GarbageAtTheSocketNeverStopsTheDaemon) {
     EXPECT_EQ(*reply, "ERR refused\n");
     EXPECT_FALSE(fs::exists(state_dir_ + "/nosuchgroup"));
     EXPECT_TRUE(daemon_.alive());
+}
+
+// A descriptor whose last close blocks, handed to the daemon with a
+// request: a TCP socket with SO_LINGER and unsent data that its receiver
+// never reads (the same for a file on a FUSE mount the sender serves, whose
+// close waits for the sender's answer). Any user can send one. The daemon
+// closes what it is handed, and the kernel closes what does not fit in
+// recvmsg's buffer or is left queued on a connection the daemon drops, both
+// in the daemon: none of it may hold up the compute steps.
+TEST_F(DaemonEndToEnd, ADescriptorWhoseCloseBlocksDoesNotStallTheComputeSteps) {
+    Child job;
+    ASSERT_NO_FATAL_FAILURE(start_job(job, 40, {"alloc_mb=16", "hold=1"}));
+    ASSERT_TRUE(eventually(3000, [&] {
+        Seen s = seen();
+        return s.driver == 2 && s.slots.count(job.pid) != 0;
+    })) << log();
+    const int slot = seen().slots[job.pid];
+
+    // The lingering socket: connected over loopback to a listener of ours
+    // that never reads, its send queue full, SO_LINGER 30 s.
+    int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(server, 0);
+    sockaddr_in loopback{};
+    loopback.sin_family = AF_INET;
+    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof loopback;
+    ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback), 0);
+    ASSERT_EQ(listen(server, 4), 0);
+    ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&loopback), &length), 0);
+    std::vector<int> lingering;
+    std::vector<int> receivers;
+    auto make_lingering = [&] {
+        int small = 4096;
+        int sender = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        setsockopt(sender, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+        if (connect(sender, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) != 0) {
+            return -1;
+        }
+        int receiver = accept4(server, nullptr, nullptr, SOCK_CLOEXEC);
+        setsockopt(receiver, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        receivers.push_back(receiver);
+        fcntl(sender, F_SETFL, O_NONBLOCK);
+        char block[4096] = {};
+        while (send(sender, block, sizeof block, MSG_NOSIGNAL) > 0) {
+        }
+        linger wait{1, 30};
+        setsockopt(sender, SOL_SOCKET, SO_LINGER, &wait, sizeof wait);
+        return sender;
+    };
+    // Three ways in: the one descriptor of a request, one beyond it (the
+    // kernel drops it in the daemon's recvmsg), and one in a second message
+    // the daemon never reads (dropped with the connection).
+    const std::string request =
+        std::string("GPULIMIT2 REGISTER ") + kGroup + " " + std::to_string(slot) + "\n";
+    auto send_with = [&](int connection, std::vector<int> fds) {
+        iovec vector{const_cast<char*>(request.data()), request.size()};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+        msghdr message{};
+        message.msg_iov = &vector;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+        cmsghdr* header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+        std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+        return sendmsg(connection, &message, MSG_NOSIGNAL) > 0;
+    };
+    std::vector<int> connections;
+    for (int round = 0; round < 3; ++round) {
+        int connection = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket_.c_str());
+        ASSERT_EQ(connect(connection, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+        int a = make_lingering();
+        int b = round == 0 ? -1 : make_lingering();
+        ASSERT_GE(a, 0);
+        ASSERT_TRUE(round == 0 || b >= 0);
+        if (round == 0) {
+            ASSERT_TRUE(send_with(connection, {a}));
+        } else if (round == 1) {
+            ASSERT_TRUE(send_with(connection, {a, b}));
+        } else {
+            ASSERT_TRUE(send_with(connection, {a}));
+            ASSERT_TRUE(send_with(connection, {b}));
+        }
+        // The daemon's copies are the last ones (the test's own last close
+        // would wait out the linger).
+        close(a);
+        if (b >= 0) {
+            close(b);
+        }
+        connections.push_back(connection);
+    }
+
+    uint64_t worst = 0;
+    uint64_t last = seen().heartbeat_ns;
+    const uint64_t end = now_ns() + 2'500'000'000;
+    while (now_ns() < end) {
+        const uint64_t beat = seen().heartbeat_ns;
+        if (beat != last && beat != 0) {
+            worst = std::max(worst, beat - last);
+            last = beat;
+        }
+        usleep(1000);
+    }
+    worst = std::max(worst, now_ns() - last);
+    // Unread data at the receivers: their close resets the connections, and
+    // the lingering closes end.
+    for (int fd : receivers) {
+        close(fd);
+    }
+    for (int fd : connections) {
+        close(fd);
+    }
+    close(server);
+    std::printf("lingering descriptors: worst gap between compute steps %.1f ms\n",
+                static_cast<double>(worst) / 1e6);
+    EXPECT_LE(worst, 500'000'000u)
+        << "worst gap between compute steps " << worst / 1'000'000 << " ms";
+    EXPECT_TRUE(daemon_.alive()) << log();
 }
 
 // F2: a flood of 64 concurrent peers (as root: 64 rootful containers, uid 0

@@ -412,6 +412,29 @@ TEST_F(DaemonTest, RegistrationNeedsTheSentDescriptorToHoldTheSlotLock) {
     EXPECT_EQ(register_as(4343, second.own_slot(), second.lock_fd()), "OK\n");
 }
 
+// A read lock proves nothing: any open of the file, a read-only one too,
+// can take one on a live slot whose owner let go of it (it died, and the
+// daemon has not dropped it yet), and several can hold it at once. Only the
+// owner's write lock counts.
+TEST_F(DaemonTest, AReadLockOnASlotProvesNothing) {
+    make_group("job1");
+    const int slot = app.own_slot();
+    fake_process(4343, 556, "0::/\n");
+    const off_t offset = static_cast<off_t>(file->header.lock_base) + slot;
+    struct flock lock {};
+    lock.l_whence = SEEK_SET;
+    lock.l_start = offset;
+    lock.l_len = 1;
+    lock.l_type = F_UNLCK;
+    ASSERT_EQ(::fcntl(app.lock_fd(), F_OFD_SETLK, &lock), 0); // the owner is gone
+    UniqueFd reader(::open((config.state_dir + "/job1/state").c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(reader.valid());
+    lock.l_type = F_RDLCK;
+    ASSERT_EQ(::fcntl(reader.get(), F_OFD_SETLK, &lock), 0);
+    EXPECT_EQ(register_as(4343, slot, reader.get()), "ERR refused\n");
+    EXPECT_TRUE(core().registrations("job1").empty());
+}
+
 // A sender that cannot prove a slot learns nothing: not whether the group
 // exists, nor which of its slots are live.
 TEST_F(DaemonTest, RefusalsSayNothingAboutTheGroup) {

@@ -252,7 +252,9 @@ namespace {
 // `name` in `dir` and holds the connections until its pipe closes.
 class ContainerRoot {
   public:
-    ContainerRoot(const SafeDir& dir, const char* name, int count, uid_t uid = 0) {
+    // nested: that many pid namespaces the container makes inside its own,
+    // each connecting `count` times (0: the container's own connects).
+    ContainerRoot(const SafeDir& dir, const char* name, int count, uid_t uid = 0, int nested = 0) {
         int pipe[2];
         if (::pipe(pipe) != 0) {
             return;
@@ -267,6 +269,36 @@ class ContainerRoot {
             if (inner == 0) {
                 if (uid != 0 && ::setuid(uid) != 0) {
                     ::_exit(3);
+                }
+                std::vector<pid_t> inside;
+                for (int i = 0; i < nested; ++i) {
+                    pid_t maker = ::fork();
+                    if (maker == 0) {
+                        if (::unshare(CLONE_NEWPID) != 0) {
+                            ::_exit(5);
+                        }
+                        pid_t deeper = ::fork();
+                        if (deeper == 0) {
+                            std::vector<UniqueFd> held;
+                            for (int j = 0; j < count; ++j) {
+                                if (auto fd = service::connect_at(dir, name, SOCK_STREAM, false)) {
+                                    held.push_back(std::move(*fd));
+                                }
+                            }
+                            char byte;
+                            (void)::read(pipe[0], &byte, 1);
+                            ::_exit(0);
+                        }
+                        ::waitpid(deeper, nullptr, 0);
+                        ::_exit(0);
+                    }
+                    inside.push_back(maker);
+                }
+                if (nested != 0) {
+                    for (pid_t maker : inside) {
+                        ::waitpid(maker, nullptr, 0);
+                    }
+                    ::_exit(0);
                 }
                 std::vector<UniqueFd> held;
                 for (int i = 0; i < count; ++i) {
@@ -359,6 +391,66 @@ TEST(Listener, BoundsPerPeerNotPerUid) {
     for (const auto& admission : from_host) {
         EXPECT_TRUE(admission.peer.host_root());
     }
+}
+
+// A container's root may make pid namespaces inside its own (in a user
+// namespace of its own it needs no capability for it): they are still the
+// one container, bounded as one peer.
+TEST(Listener, PidNamespacesMadeInsideAContainerAreThatContainer) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to make pid namespaces";
+    }
+    Box box;
+    service::ListenOptions options;
+    options.mode = 0666;
+    options.budget = 32;
+    options.per_peer = 3;
+    options.reserved = 4;
+    auto listener = service::Listener::bind_at(box.run(), "s", options);
+    ASSERT_TRUE(listener);
+    UniqueFd proc = proc_dir();
+    ContainerRoot nesting(box.run(), "s", 3, 0, 4);
+    auto admitted = accept_for(*listener, proc.get(), 12);
+    EXPECT_EQ(admitted.size(), 3u) << "one container held " << admitted.size()
+                                   << " connections through pid namespaces of its own";
+    EXPECT_EQ(listener->refused(), 9u);
+}
+
+// No daemon on this layer takes descriptors, and one a peer sends anyway
+// would be closed in the daemon (its last close can block for as long as
+// the peer likes): the kernel refuses the send.
+TEST(Listener, RefusesDescriptors) {
+    Box box;
+    service::ListenOptions options;
+    options.mode = 0666;
+    auto listener = service::Listener::bind_at(box.run(), "s", options);
+    ASSERT_TRUE(listener);
+    auto client = service::connect_at(box.run(), "s", SOCK_STREAM, false);
+    ASSERT_TRUE(client);
+    int rights = 1;
+    socklen_t size = sizeof rights;
+    if (::getsockopt(client->get(), SOL_SOCKET, 83 /* SO_PASSRIGHTS */, &rights, &size) != 0) {
+        GTEST_SKIP() << "this kernel has no SO_PASSRIGHTS (Linux 6.16)";
+    }
+    char byte = 'x';
+    iovec vector{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    int sent = client->get();
+    std::memcpy(CMSG_DATA(header), &sent, sizeof sent);
+    errno = 0;
+    EXPECT_EQ(::sendmsg(client->get(), &message, MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EPERM);
+    // Plain bytes still go.
+    EXPECT_EQ(::send(client->get(), &byte, 1, MSG_NOSIGNAL), 1);
 }
 
 // A deadline set at connect is not moved by input: a client trickling a

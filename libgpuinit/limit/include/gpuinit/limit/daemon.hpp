@@ -371,14 +371,26 @@ class RegistrationServer {
     // Removes the socket file (a clean stop).
     void unlink_socket();
 
+    // Descriptors handed to the closing thread and not closed yet.
+    size_t closes_pending() const;
+
   private:
     RegistrationServer() = default;
     void accept_some(uint64_t now_ns);
+    // Closes `fd` on the closing thread (Closer, daemon_server.cpp): the
+    // last close of what a peer sent can block for as long as the peer
+    // likes, and this thread runs the compute steps.
+    void close_later(UniqueFd fd);
     void answer(int fd, uint64_t now_ns, Handler handler, void* context);
     void drop(int fd);
     // Whether the peer may send one more request now (its bucket).
     bool take_request(const service::PeerKey& key, uint64_t now_ns);
 
+    struct Closer;
+    struct CloserDeleter {
+        void operator()(Closer* closer) const;
+    };
+    std::unique_ptr<Closer, CloserDeleter> closer_;
     std::string path_;
     UniqueFd listener_;
     UniqueFd epoll_;

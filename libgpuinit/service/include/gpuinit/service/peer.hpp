@@ -33,9 +33,11 @@ struct PeerKey {
 
 struct Peer {
     PeerCredentials credentials;
-    // The nsfs inodes. A daemon that dropped root may not read those of
-    // root's processes: then user_namespace is 0, and pid_namespace says
-    // the daemon's own (1) or stands for the peer's cgroup.
+    // The nsfs inodes. pid_namespace is the outermost one below the
+    // daemon's (the container's), not one the peer nested inside it. A
+    // daemon that dropped root may not read those of root's processes: then
+    // user_namespace is 0, and pid_namespace says the daemon's own (1) or
+    // stands for the peer's cgroup.
     uint64_t pid_namespace = 0;
     uint64_t user_namespace = 0;
     // In the daemon's own user and pid namespaces (the host's initial ones
