@@ -17,6 +17,34 @@ namespace {
 
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
+// Calls visit(pid, name, pid_dir) for each process in the root's /proc, past
+// those that exit meanwhile. Fails, saying `purpose` cannot be told, when
+// /proc cannot be listed.
+template <typename Visit>
+Status each_process(const Sysroot& root, std::string_view purpose, Visit&& visit) {
+    auto proc = root.open_dir("proc");
+    if (!proc) {
+        return error("cannot list the processes in " + root.display("proc") + " (" +
+                         proc.error().message + "); " + std::string(purpose),
+                     proc.error().code);
+    }
+    auto names = list_names(proc->get(), root.display("proc"));
+    if (!names) {
+        return names.error();
+    }
+    for (const std::string& name : *names) {
+        auto pid = parse_decimal(name, INT32_MAX);
+        if (!pid || *pid == 0) {
+            continue;
+        }
+        UniqueFd pid_dir(::openat(proc->get(), name.c_str(), kDirFlags));
+        if (pid_dir.valid()) {
+            visit(static_cast<pid_t>(*pid), name, pid_dir);
+        }
+    }
+    return {};
+}
+
 } // namespace
 
 bool CapHolders::busy(unsigned minor) const {
@@ -26,52 +54,39 @@ bool CapHolders::busy(unsigned minor) const {
 
 Result<CapHolders> find_cap_holders(const Sysroot& root, unsigned caps_major,
                                     const std::vector<unsigned>& minors) {
-    auto proc = root.open_dir("proc");
-    if (!proc) {
-        return error("cannot list the processes in " + root.display("proc") + " (" +
-                         proc.error().message +
-                         "); cannot tell who uses the MIG instances (is /proc mounted?)",
-                     proc.error().code);
-    }
     std::set<dev_t> wanted;
     for (unsigned minor : minors) {
         wanted.insert(makedev(caps_major, minor));
     }
-    auto names = list_names(proc->get(), root.display("proc"));
-    if (!names) {
-        return names.error();
-    }
     CapHolders holders;
-    for (const std::string& name : *names) {
-        auto pid = parse_decimal(name, INT32_MAX);
-        if (!pid || *pid == 0) {
-            continue;
-        }
-        UniqueFd pid_dir(::openat(proc->get(), name.c_str(), kDirFlags));
-        if (!pid_dir.valid()) {
-            continue; // exited
-        }
-        UniqueFd fd_dir(::openat(pid_dir.get(), "fd", kDirFlags));
-        auto fds = fd_dir.valid() ? list_names(fd_dir.get(), name)
-                                  : Result<std::vector<std::string>>(errno_error(name));
-        if (!fds) {
-            if (fds.error().code == EACCES || fds.error().code == EPERM) {
-                ++holders.uninspected; // another user's: needs ptrace access
-            }
-            continue;
-        }
-        std::set<dev_t> seen;
-        for (const std::string& fd : *fds) {
-            struct stat st {};
-            // Follows the magic link to the open file itself.
-            if (::fstatat(fd_dir.get(), fd.c_str(), &st, 0) == 0 && S_ISCHR(st.st_mode) &&
-                wanted.count(st.st_rdev) != 0) {
-                seen.insert(st.st_rdev);
-            }
-        }
-        for (dev_t rdev : seen) {
-            holders.by_minor[minor(rdev)].push_back(static_cast<pid_t>(*pid));
-        }
+    auto walked =
+        each_process(root, "cannot tell who uses the MIG instances (is /proc mounted?)",
+                     [&](pid_t pid, const std::string& name, const UniqueFd& pid_dir) {
+                         UniqueFd fd_dir(::openat(pid_dir.get(), "fd", kDirFlags));
+                         auto fds = fd_dir.valid()
+                                        ? list_names(fd_dir.get(), name)
+                                        : Result<std::vector<std::string>>(errno_error(name));
+                         if (!fds) {
+                             if (fds.error().code == EACCES || fds.error().code == EPERM) {
+                                 ++holders.uninspected; // another user's: needs ptrace access
+                             }
+                             return;
+                         }
+                         std::set<dev_t> seen;
+                         for (const std::string& fd : *fds) {
+                             struct stat st {};
+                             // Follows the magic link to the open file itself.
+                             if (::fstatat(fd_dir.get(), fd.c_str(), &st, 0) == 0 &&
+                                 S_ISCHR(st.st_mode) && wanted.count(st.st_rdev) != 0) {
+                                 seen.insert(st.st_rdev);
+                             }
+                         }
+                         for (dev_t rdev : seen) {
+                             holders.by_minor[minor(rdev)].push_back(pid);
+                         }
+                     });
+    if (!walked) {
+        return walked.error();
     }
     for (auto& [minor, list] : holders.by_minor) {
         std::sort(list.begin(), list.end());
@@ -183,75 +198,63 @@ std::string job_from_environ(std::string_view environ) {
 Result<std::vector<std::vector<LeaseHolder>>>
 find_lease_holders(const Sysroot& root, const std::vector<LeaseFile>& leases,
                    std::optional<uid_t> only_uid, bool with_jobs) {
-    auto proc = root.open_dir("proc");
-    if (!proc) {
-        return error("cannot list the processes in " + root.display("proc") + " (" +
-                         proc.error().message + "); cannot tell who holds the leases",
-                     proc.error().code);
-    }
-    auto names = list_names(proc->get(), root.display("proc"));
-    if (!names) {
-        return names.error();
-    }
     std::string passwd = root.read_file("etc/passwd", kPasswdLimit).value_or("");
     std::vector<std::vector<LeaseHolder>> holders(leases.size());
-    for (const std::string& name : *names) {
-        auto pid = parse_decimal(name, INT32_MAX);
-        if (!pid || *pid == 0) {
-            continue;
-        }
-        UniqueFd pid_dir(::openat(proc->get(), name.c_str(), kDirFlags));
-        if (!pid_dir.valid()) {
-            continue;
-        }
-        auto uid = real_uid(read_proc(pid_dir.get(), "status", kStatusLimit));
-        if (!uid || (only_uid && *uid != *only_uid)) {
-            continue;
-        }
-        UniqueFd fd_dir(::openat(pid_dir.get(), "fd", kDirFlags));
-        if (!fd_dir.valid()) {
-            continue;
-        }
-        auto fds = list_names(fd_dir.get(), name);
-        if (!fds) {
-            continue;
-        }
-        std::set<size_t> held;
-        for (const std::string& fd : *fds) {
-            struct stat st {};
-            if (::fstatat(fd_dir.get(), fd.c_str(), &st, 0) != 0 || !S_ISFIFO(st.st_mode)) {
-                continue;
+    auto walked = each_process(
+        root, "cannot tell who holds the leases",
+        [&](pid_t pid, const std::string& name, const UniqueFd& pid_dir) {
+            auto uid = real_uid(read_proc(pid_dir.get(), "status", kStatusLimit));
+            if (!uid || (only_uid && *uid != *only_uid)) {
+                return;
             }
-            for (size_t i = 0; i < leases.size(); ++i) {
-                if (held.count(i) != 0 || st.st_dev != leases[i].dev ||
-                    st.st_ino != leases[i].ino) {
+            UniqueFd fd_dir(::openat(pid_dir.get(), "fd", kDirFlags));
+            if (!fd_dir.valid()) {
+                return;
+            }
+            auto fds = list_names(fd_dir.get(), name);
+            if (!fds) {
+                return;
+            }
+            std::set<size_t> held;
+            for (const std::string& fd : *fds) {
+                struct stat st {};
+                if (::fstatat(fd_dir.get(), fd.c_str(), &st, 0) != 0 || !S_ISFIFO(st.st_mode)) {
                     continue;
                 }
-                std::string info = "fdinfo/" + fd;
-                if (holds_ofd_lock(read_proc(pid_dir.get(), info.c_str(), kFdinfoLimit))) {
-                    held.insert(i);
+                for (size_t i = 0; i < leases.size(); ++i) {
+                    if (held.count(i) != 0 || st.st_dev != leases[i].dev ||
+                        st.st_ino != leases[i].ino) {
+                        continue;
+                    }
+                    std::string info = "fdinfo/" + fd;
+                    if (holds_ofd_lock(read_proc(pid_dir.get(), info.c_str(), kFdinfoLimit))) {
+                        held.insert(i);
+                    }
                 }
             }
-        }
-        if (held.empty()) {
-            continue;
-        }
-        LeaseHolder holder;
-        holder.pid = static_cast<pid_t>(*pid);
-        holder.uid = *uid;
-        holder.user = user_name(passwd, *uid);
-        if (with_jobs) {
-            holder.job = job_from_cgroup(read_proc(pid_dir.get(), "cgroup", kCgroupLimit));
-            if (!holder.job.empty()) {
-                holder.job_source = "cgroup";
-            } else if (::geteuid() == 0) {
-                holder.job = job_from_environ(read_proc(pid_dir.get(), "environ", kEnvironLimit));
-                holder.job_source = holder.job.empty() ? "" : "environ";
+            if (held.empty()) {
+                return;
             }
-        }
-        for (size_t i : held) {
-            holders[i].push_back(holder);
-        }
+            LeaseHolder holder;
+            holder.pid = pid;
+            holder.uid = *uid;
+            holder.user = user_name(passwd, *uid);
+            if (with_jobs) {
+                holder.job = job_from_cgroup(read_proc(pid_dir.get(), "cgroup", kCgroupLimit));
+                if (!holder.job.empty()) {
+                    holder.job_source = "cgroup";
+                } else if (::geteuid() == 0) {
+                    holder.job =
+                        job_from_environ(read_proc(pid_dir.get(), "environ", kEnvironLimit));
+                    holder.job_source = holder.job.empty() ? "" : "environ";
+                }
+            }
+            for (size_t i : held) {
+                holders[i].push_back(holder);
+            }
+        });
+    if (!walked) {
+        return walked.error();
     }
     for (auto& list : holders) {
         std::sort(list.begin(), list.end(),
