@@ -28,6 +28,7 @@ namespace service {
 struct PeerKey {
     uid_t uid = 0;
     uint64_t pid_namespace = 0; // with uid 0 only; 0 when unknown
+    // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy flags the defaulted operator's 0
     auto operator<=>(const PeerKey&) const = default;
 };
 
