@@ -739,6 +739,8 @@ void add_proc_pid(Corpus& corpus) {
               "lock:\t2: POSIX  ADVISORY  WRITE 42 fe:01:77 5 5\n");
     fdinfo(1ULL << 41, "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:01:77 0 EOF\n");
     fdinfo(0, "pos:\t0\nflags:\t02\nmnt_id:\t1\n");
+    // Not the kernel's form (%lu prints no leading zero): not inode 77.
+    fdinfo(0, "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:01:0077 0 EOF\n");
 }
 
 } // namespace

@@ -117,6 +117,11 @@ bool fdinfo_holds_lock(std::string_view fdinfo, unsigned major, unsigned minor, 
         if (id.size() != 3) {
             continue;
         }
+        // fs/locks.c prints "%02x:%02x:%lu": the inode has no leading zero,
+        // so "0077" is not inode 77's line and is not read as one.
+        if (id[2].size() > 1 && id[2].front() == '0') {
+            continue;
+        }
         auto got_major = parse_hex_digits(id[0]);
         auto got_minor = parse_hex_digits(id[1]);
         auto got_ino = parse_decimal(id[2]);

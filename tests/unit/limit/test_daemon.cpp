@@ -338,6 +338,11 @@ TEST(DaemonHelpers, FdinfoLockLines) {
     std::string to_end = "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:5 0 EOF\n";
     EXPECT_TRUE(fdinfo_holds_lock(to_end, 0xfe, 0, 5, 1ull << 41));
     EXPECT_FALSE(fdinfo_holds_lock("lock: OFDLCK WRITE", 0xfe, 0, 5, 10));
+    // The kernel prints the inode with %lu: a zero-padded one is not its line.
+    std::string padded = "lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:0005 0 EOF\n";
+    EXPECT_FALSE(fdinfo_holds_lock(padded, 0xfe, 0, 5, 10));
+    EXPECT_TRUE(
+        fdinfo_holds_lock("lock:\t1: OFDLCK ADVISORY  WRITE -1 fe:00:0 0 EOF\n", 0xfe, 0, 0, 10));
 }
 
 // gpu-limit status checks pids a state file names, which the group writes:
