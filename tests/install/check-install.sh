@@ -36,6 +36,7 @@ expected=(
   "f 644 /usr/share/gpuinit/containerd-runtime.toml"
   "f 644 /usr/share/gpuinit/docker-daemon.json"
   "f 644 /usr/share/gpuinit/runtimeclass.yaml"
+  "f 644 /usr/share/man/man5/gpu-mig-layout.conf.5"
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
   "f 644 /usr/share/man/man7/gpulimit.7"
   "f 644 /usr/share/man/man8/gpu-limit.8"
