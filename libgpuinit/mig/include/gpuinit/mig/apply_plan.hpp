@@ -1,0 +1,90 @@
+// gpu-mig apply's plan, pure: what each GPU has now (its MIG mode, its GPU
+// and compute instances, the processes on it) and the declared layout
+// (layout.hpp) in, the steps that make the GPU match out. Nothing here
+// reads the machine or changes it; the effects take this plan.
+//
+// A GPU whose instances differ from its layout in any way is planned
+// whole: every compute and GPU instance destroyed, then the declared ones
+// created, largest first. Keeping the instances that happen to match could
+// leave them where the driver's placements need room for a larger one, and
+// what a GPU ends with would then depend on what it had. NVIDIA's
+// nvidia-mig-parted does the same (it clears a GPU before applying a
+// config that differs).
+#pragma once
+
+#include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/mig/layout.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuinit::mig {
+
+struct CiState {
+    unsigned id = 0;
+    std::string profile; // "1c.3g.40gb"
+};
+struct GiState {
+    unsigned id = 0;
+    std::string profile; // "3g.40gb"
+    std::vector<CiState> cis;
+};
+
+// One GPU as the driver reports it.
+struct MigGpuState {
+    GpuIdentity gpu;
+    std::string model;             // "NVIDIA H100 80GB HBM3"
+    std::optional<bool> mig;       // current MIG mode; nullopt: not known
+    std::optional<bool> mig_after; // the mode after the next reset (NVML's pending)
+    std::vector<GiState> gis;      // with mig
+    std::vector<unsigned> pids;    // processes using the GPU or its instances
+};
+
+struct ApplyOptions {
+    bool force = false;           // change a GPU with processes on it
+    bool reset_if_needed = false; // reset a GPU whose MIG mode change waits for one
+};
+
+struct ApplyStep {
+    enum class Kind { DestroyCi, DestroyGi, SetMigMode, ResetGpu, CreateGi, CreateCi };
+    Kind kind = Kind::CreateGi;
+    unsigned gi = 0;     // DestroyCi, DestroyGi; CreateCi: the index into the GIs created
+    unsigned ci = 0;     // DestroyCi
+    std::string profile; // CreateGi, CreateCi
+    bool mig = false;    // SetMigMode
+    friend bool operator==(const ApplyStep&, const ApplyStep&) = default;
+};
+
+struct GpuApplyPlan {
+    enum class Verdict {
+        NotDeclared,  // no line names it: left as it is
+        AsDeclared,   // nothing to do
+        Change,       // `steps` make it match
+        Busy,         // it differs, and processes use it: `pids`; nothing done
+        ResetPending, // the mode is set for the next reset, which was not allowed
+        Unknown,      // its MIG mode could not be read: nothing done
+    };
+    GpuIdentity gpu;
+    std::string model;
+    Verdict verdict = Verdict::NotDeclared;
+    const GpuLayout* layout = nullptr; // in the MigLayout planned from
+    std::vector<ApplyStep> steps;
+    std::vector<unsigned> pids; // with Busy (and with a forced Change)
+    // After `steps`, a reset is still needed (mode set, reset not allowed):
+    // the instances are created by the run after the reset.
+    bool reset_pending = false;
+};
+
+const char* verdict_name(GpuApplyPlan::Verdict verdict);
+const char* step_name(ApplyStep::Kind kind);
+
+// Whether `state` has exactly the instances `layout` declares (profiles
+// only: ids and placements are the driver's).
+bool matches_layout(const MigGpuState& state, const GpuLayout& layout);
+
+// One plan per GPU of `gpus`, in their order. `layout` must outlive it.
+std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const MigLayout& layout,
+                                     const ApplyOptions& options);
+
+} // namespace gpuinit::mig

@@ -1,0 +1,166 @@
+#include "gpuinit/mig/apply_plan.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace gpuinit::mig {
+
+namespace {
+
+// A GPU's instances as the layout writes them: each GI's CI profiles
+// sorted, the GIs sorted, so that two layouts compare equal when they have
+// the same instances, whatever their ids.
+std::vector<LayoutGi> as_layout(const std::vector<GiState>& gis) {
+    std::vector<LayoutGi> made;
+    for (const GiState& gi : gis) {
+        LayoutGi one;
+        one.profile = gi.profile;
+        for (const CiState& ci : gi.cis) {
+            one.cis.push_back(ci.profile);
+        }
+        std::sort(one.cis.begin(), one.cis.end());
+        made.push_back(std::move(one));
+    }
+    std::sort(made.begin(), made.end(), [](const LayoutGi& a, const LayoutGi& b) {
+        return std::tie(a.profile, a.cis) < std::tie(b.profile, b.cis);
+    });
+    return made;
+}
+
+void destroy_all(const MigGpuState& state, std::vector<ApplyStep>& steps) {
+    for (const GiState& gi : state.gis) {
+        for (const CiState& ci : gi.cis) {
+            steps.push_back({ApplyStep::Kind::DestroyCi, gi.id, ci.id, {}, false});
+        }
+        steps.push_back({ApplyStep::Kind::DestroyGi, gi.id, 0, {}, false});
+    }
+}
+
+void create_all(const GpuLayout& layout, std::vector<ApplyStep>& steps) {
+    // The layout keeps its GIs largest first: the order in which the
+    // driver's placements leave room for every one that fits at all.
+    for (size_t i = 0; i < layout.gis.size(); ++i) {
+        const LayoutGi& gi = layout.gis[i];
+        steps.push_back(
+            {ApplyStep::Kind::CreateGi, static_cast<unsigned>(i), 0, gi.profile, false});
+        for (const std::string& ci : gi.cis) {
+            steps.push_back({ApplyStep::Kind::CreateCi, static_cast<unsigned>(i), 0, ci, false});
+        }
+    }
+}
+
+} // namespace
+
+const char* verdict_name(GpuApplyPlan::Verdict verdict) {
+    switch (verdict) {
+    case GpuApplyPlan::Verdict::NotDeclared:
+        return "not-declared";
+    case GpuApplyPlan::Verdict::AsDeclared:
+        return "as-declared";
+    case GpuApplyPlan::Verdict::Change:
+        return "change";
+    case GpuApplyPlan::Verdict::Busy:
+        return "busy";
+    case GpuApplyPlan::Verdict::ResetPending:
+        return "reset-pending";
+    case GpuApplyPlan::Verdict::Unknown:
+        return "unknown";
+    }
+    return "unknown";
+}
+
+const char* step_name(ApplyStep::Kind kind) {
+    switch (kind) {
+    case ApplyStep::Kind::DestroyCi:
+        return "destroy-ci";
+    case ApplyStep::Kind::DestroyGi:
+        return "destroy-gi";
+    case ApplyStep::Kind::SetMigMode:
+        return "set-mig-mode";
+    case ApplyStep::Kind::ResetGpu:
+        return "reset-gpu";
+    case ApplyStep::Kind::CreateGi:
+        return "create-gi";
+    case ApplyStep::Kind::CreateCi:
+        return "create-ci";
+    }
+    return "unknown";
+}
+
+bool matches_layout(const MigGpuState& state, const GpuLayout& layout) {
+    if (!state.mig || *state.mig != layout.mig) {
+        return false;
+    }
+    if (!layout.mig) {
+        return true;
+    }
+    std::vector<LayoutGi> declared = layout.gis;
+    for (LayoutGi& gi : declared) {
+        std::sort(gi.cis.begin(), gi.cis.end());
+    }
+    std::sort(declared.begin(), declared.end(), [](const LayoutGi& a, const LayoutGi& b) {
+        return std::tie(a.profile, a.cis) < std::tie(b.profile, b.cis);
+    });
+    return as_layout(state.gis) == declared;
+}
+
+std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const MigLayout& layout,
+                                     const ApplyOptions& options) {
+    std::vector<GpuApplyPlan> plans;
+    for (const MigGpuState& state : gpus) {
+        GpuApplyPlan plan;
+        plan.gpu = state.gpu;
+        plan.model = state.model;
+        plan.layout = layout.for_gpu(state.gpu, state.model);
+        plans.push_back(plan);
+        GpuApplyPlan& made = plans.back();
+        if (made.layout == nullptr) {
+            continue;
+        }
+        const GpuLayout& want = *made.layout;
+        if (!state.mig) {
+            made.verdict = GpuApplyPlan::Verdict::Unknown;
+            continue;
+        }
+        if (matches_layout(state, want)) {
+            made.verdict = GpuApplyPlan::Verdict::AsDeclared;
+            continue;
+        }
+        if (!state.pids.empty()) {
+            made.pids = state.pids;
+            if (!options.force) {
+                made.verdict = GpuApplyPlan::Verdict::Busy;
+                continue;
+            }
+        }
+        made.verdict = GpuApplyPlan::Verdict::Change;
+        bool mode_changes = *state.mig != want.mig;
+        // Instances exist only with MIG on; the driver refuses to turn it
+        // off while any are left.
+        if (*state.mig) {
+            destroy_all(state, made.steps);
+        }
+        if (mode_changes) {
+            // The mode already set for the next reset needs no second set.
+            if (state.mig_after.value_or(*state.mig) != want.mig) {
+                made.steps.push_back({ApplyStep::Kind::SetMigMode, 0, 0, {}, want.mig});
+            }
+            // A reset with processes on the GPU would kill them: --force
+            // changes instances, never resets a busy GPU.
+            if (!options.reset_if_needed || !state.pids.empty()) {
+                made.reset_pending = true;
+                if (made.steps.empty()) {
+                    made.verdict = GpuApplyPlan::Verdict::ResetPending;
+                }
+                continue;
+            }
+            made.steps.push_back({ApplyStep::Kind::ResetGpu, 0, 0, {}, false});
+        }
+        if (want.mig) {
+            create_all(want, made.steps);
+        }
+    }
+    return plans;
+}
+
+} // namespace gpuinit::mig

@@ -1,0 +1,161 @@
+// gpu-mig apply's pure plan: a GPU that matches its layout is left alone,
+// one that differs is cleared and made again largest first, a busy one is
+// refused unless forced, and a MIG mode change waits for a reset unless
+// one is allowed and the GPU is idle.
+#include "gpuinit/mig/apply_plan.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gpuinit::mig {
+
+namespace {
+
+using Kind = ApplyStep::Kind;
+using Verdict = GpuApplyPlan::Verdict;
+
+MigLayout layout_of(std::string_view text) {
+    auto layout = MigLayout::parse(text, "layout");
+    EXPECT_TRUE(layout) << layout.error().text();
+    return layout ? *layout : MigLayout{};
+}
+
+MigGpuState gpu(unsigned minor, bool mig) {
+    MigGpuState state;
+    state.gpu = GpuIdentity{minor, "0000:0" + std::to_string(minor) + ":00.0", {}};
+    state.model = "NVIDIA H100 80GB HBM3";
+    state.mig = mig;
+    state.mig_after = mig;
+    return state;
+}
+
+GiState gi(unsigned id, std::string profile, std::vector<std::string> cis) {
+    GiState made{id, std::move(profile), {}};
+    for (size_t i = 0; i < cis.size(); ++i) {
+        made.cis.push_back(CiState{static_cast<unsigned>(i), cis[i]});
+    }
+    return made;
+}
+
+std::vector<Kind> kinds(const GpuApplyPlan& plan) {
+    std::vector<Kind> made;
+    for (const ApplyStep& step : plan.steps) {
+        made.push_back(step.kind);
+    }
+    return made;
+}
+
+} // namespace
+
+TEST(MigApplyPlan, AGpuAsDeclaredIsLeftAloneWhateverItsIds) {
+    MigLayout layout = layout_of("gpu=* mig=on gi=3g.40gb/1c.3g.40gb*2 gi=1g.10gb\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(9, "1g.10gb", {"1g.10gb"}), gi(2, "3g.40gb", {"1c.3g.40gb", "1c.3g.40gb"})};
+    state.pids = {4242}; // busy, but nothing to change
+    auto plans = plan_apply({state}, layout, {});
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0].verdict, Verdict::AsDeclared);
+    EXPECT_TRUE(plans[0].steps.empty());
+}
+
+TEST(MigApplyPlan, AChangedLayoutClearsTheGpuThenCreatesLargestFirst) {
+    MigLayout layout = layout_of("gpu=0 mig=on gi=1g.10gb gi=3g.40gb/1c.3g.40gb*2\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(7, "1g.10gb", {"1g.10gb"}), gi(8, "1g.10gb", {"1g.10gb"})};
+    auto plans = plan_apply({state}, layout, {});
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0].verdict, Verdict::Change);
+    EXPECT_EQ(kinds(plans[0]), (std::vector<Kind>{Kind::DestroyCi, Kind::DestroyGi, Kind::DestroyCi,
+                                                  Kind::DestroyGi, Kind::CreateGi, Kind::CreateCi,
+                                                  Kind::CreateCi, Kind::CreateGi, Kind::CreateCi}));
+    EXPECT_EQ(plans[0].steps[0], (ApplyStep{Kind::DestroyCi, 7, 0, {}, false}));
+    EXPECT_EQ(plans[0].steps[3], (ApplyStep{Kind::DestroyGi, 8, 0, {}, false}));
+    EXPECT_EQ(plans[0].steps[4].profile, "3g.40gb");
+    EXPECT_EQ(plans[0].steps[5], (ApplyStep{Kind::CreateCi, 0, 0, "1c.3g.40gb", false}));
+    EXPECT_EQ(plans[0].steps[7], (ApplyStep{Kind::CreateGi, 1, 0, "1g.10gb", false}));
+    EXPECT_FALSE(plans[0].reset_pending);
+}
+
+TEST(MigApplyPlan, AGpuNoLineNamesIsNotTouched) {
+    MigLayout layout = layout_of("gpu=1 mig=off\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(7, "1g.10gb", {"1g.10gb"})};
+    auto plans = plan_apply({state, gpu(1, false)}, layout, {});
+    ASSERT_EQ(plans.size(), 2u);
+    EXPECT_EQ(plans[0].verdict, Verdict::NotDeclared);
+    EXPECT_TRUE(plans[0].steps.empty());
+    EXPECT_EQ(plans[1].verdict, Verdict::AsDeclared);
+}
+
+TEST(MigApplyPlan, ABusyGpuIsRefusedUnlessForced) {
+    MigLayout layout = layout_of("gpu=* mig=on gi=7g.80gb\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(7, "1g.10gb", {"1g.10gb"})};
+    state.pids = {100, 200};
+    auto refused = plan_apply({state}, layout, {});
+    EXPECT_EQ(refused[0].verdict, Verdict::Busy);
+    EXPECT_TRUE(refused[0].steps.empty());
+    EXPECT_EQ(refused[0].pids, (std::vector<unsigned>{100, 200}));
+
+    auto forced = plan_apply({state}, layout, ApplyOptions{.force = true});
+    EXPECT_EQ(forced[0].verdict, Verdict::Change);
+    EXPECT_EQ(kinds(forced[0]), (std::vector<Kind>{Kind::DestroyCi, Kind::DestroyGi, Kind::CreateGi,
+                                                   Kind::CreateCi}));
+}
+
+TEST(MigApplyPlan, AModeChangeWaitsForAResetUnlessOneIsAllowed) {
+    MigLayout layout = layout_of("gpu=0 mig=on gi=1g.10gb*2\ngpu=1 mig=off\n");
+    MigGpuState off = gpu(0, false);
+    MigGpuState on = gpu(1, true);
+    on.gis = {gi(1, "7g.80gb", {"7g.80gb"})};
+
+    auto waiting = plan_apply({off, on}, layout, {});
+    EXPECT_EQ(waiting[0].verdict, Verdict::Change);
+    EXPECT_EQ(kinds(waiting[0]), (std::vector<Kind>{Kind::SetMigMode}));
+    EXPECT_TRUE(waiting[0].steps[0].mig);
+    EXPECT_TRUE(waiting[0].reset_pending);
+    EXPECT_EQ(kinds(waiting[1]),
+              (std::vector<Kind>{Kind::DestroyCi, Kind::DestroyGi, Kind::SetMigMode}));
+    EXPECT_FALSE(waiting[1].steps[2].mig);
+    EXPECT_TRUE(waiting[1].reset_pending);
+
+    // The mode is already set for the next reset: nothing left but the reset.
+    off.mig_after = true;
+    auto again = plan_apply({off}, layout, {});
+    EXPECT_EQ(again[0].verdict, Verdict::ResetPending);
+    EXPECT_TRUE(again[0].steps.empty());
+
+    auto reset = plan_apply({off}, layout, ApplyOptions{.reset_if_needed = true});
+    EXPECT_EQ(reset[0].verdict, Verdict::Change);
+    EXPECT_EQ(kinds(reset[0]), (std::vector<Kind>{Kind::ResetGpu, Kind::CreateGi, Kind::CreateCi,
+                                                  Kind::CreateGi, Kind::CreateCi}));
+    EXPECT_FALSE(reset[0].reset_pending);
+}
+
+TEST(MigApplyPlan, ABusyGpuIsNeverReset) {
+    MigLayout layout = layout_of("gpu=0 mig=on\n");
+    MigGpuState off = gpu(0, false);
+    off.pids = {77};
+    auto plans = plan_apply({off}, layout, ApplyOptions{.force = true, .reset_if_needed = true});
+    EXPECT_EQ(kinds(plans[0]), (std::vector<Kind>{Kind::SetMigMode}));
+    EXPECT_TRUE(plans[0].reset_pending);
+}
+
+TEST(MigApplyPlan, AGpuWhoseModeIsUnknownIsNotChanged) {
+    MigLayout layout = layout_of("gpu=* mig=off\n");
+    MigGpuState state = gpu(0, false);
+    state.mig.reset();
+    auto plans = plan_apply({state}, layout, {});
+    EXPECT_EQ(plans[0].verdict, Verdict::Unknown);
+    EXPECT_TRUE(plans[0].steps.empty());
+}
+
+TEST(MigApplyPlan, OnlyTheCiProfilesMatterNotTheirOrder) {
+    MigLayout layout = layout_of("gpu=* mig=on gi=3g.40gb/2c.3g.40gb,1c.3g.40gb\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(1, "3g.40gb", {"1c.3g.40gb", "2c.3g.40gb"})};
+    EXPECT_TRUE(matches_layout(state, *layout.for_gpu(state.gpu, state.model)));
+    state.gis[0].cis.pop_back();
+    EXPECT_FALSE(matches_layout(state, *layout.for_gpu(state.gpu, state.model)));
+}
+
+} // namespace gpuinit::mig
