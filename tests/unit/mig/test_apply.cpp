@@ -1,0 +1,214 @@
+// gpu-mig apply's effects over the stand-in driver (tests/fixture/
+// mig_standin.h): a changed layout converges in one run and a second run
+// changes nothing, a GPU with a process is not touched, a layout that does
+// not fit fails as the driver refuses it, naming the GPU and the line.
+#include "gpuinit/mig/apply.hpp"
+#include "mig_standin.h"
+
+#include <gtest/gtest.h>
+#include <map>
+
+namespace gpuinit::mig {
+
+namespace {
+
+const char* kCodes[] = {"success", "?", "invalid argument", "not supported"};
+
+std::string code_text(int code) {
+    return code < 4 ? kCodes[code] : "NVML error " + std::to_string(code);
+}
+
+// The MigControl port over stand-in GPUs, counting the calls that change
+// something.
+class StandinControl : public MigControl {
+  public:
+    explicit StandinControl(size_t count) : gpus_(count) {
+        for (standin_gpu& gpu : gpus_) {
+            standin_h100(&gpu, 1);
+        }
+    }
+    standin_gpu& gpu(unsigned minor) { return gpus_.at(minor); }
+    std::map<unsigned, std::vector<unsigned>> pids;
+    size_t changes = 0;
+
+    Result<std::vector<MigGpuState>> gpus() override {
+        std::vector<MigGpuState> states;
+        for (unsigned minor = 0; minor < gpus_.size(); ++minor) {
+            const standin_gpu& gpu = gpus_[minor];
+            MigGpuState state;
+            state.gpu = GpuIdentity{minor, "0000:1" + std::to_string(minor) + ":00.0", {}};
+            state.model = "NVIDIA H100 80GB HBM3";
+            state.mig = gpu.mig != 0;
+            state.mig_after = gpu.mig_pending != 0;
+            for (unsigned id = 0; id < STANDIN_MAX_GIS && gpu.mig; ++id) {
+                const standin_gi& gi = gpu.gis[id];
+                if (!gi.used) {
+                    continue;
+                }
+                GiState made{id, gi.profile->name, {}};
+                for (unsigned ci = 0; ci < STANDIN_MAX_CIS; ++ci) {
+                    if (gi.cis[ci].used) {
+                        char name[40];
+                        standin_ci_name(&gi, gi.cis[ci].slices, name, sizeof(name));
+                        made.cis.push_back(CiState{ci, name});
+                    }
+                }
+                state.gis.push_back(made);
+            }
+            state.pids = pids[minor];
+            states.push_back(state);
+        }
+        return states;
+    }
+    Status destroy_ci(const GpuIdentity& gpu, unsigned gi, unsigned ci) override {
+        return done(standin_destroy_ci(&gpus_.at(gpu.minor), gi, ci));
+    }
+    Status destroy_gi(const GpuIdentity& gpu, unsigned gi) override {
+        return done(standin_destroy_gi(&gpus_.at(gpu.minor), gi));
+    }
+    Status set_mig_mode(const GpuIdentity& gpu, bool on) override {
+        gpus_.at(gpu.minor).mig_pending = on;
+        return done(STANDIN_SUCCESS);
+    }
+    Status reset(const GpuIdentity& gpu) override {
+        standin_reset(&gpus_.at(gpu.minor));
+        return done(STANDIN_SUCCESS);
+    }
+    Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile) override {
+        standin_gpu& target = gpus_.at(gpu.minor);
+        const standin_gi_profile* found =
+            standin_find_profile_named(&target, std::string(profile).c_str());
+        if (found == nullptr) {
+            return error("no such profile");
+        }
+        unsigned id = 0;
+        if (Status status = done(standin_create_gi(&target, found->id, nullptr, &id)); !status) {
+            return status.error();
+        }
+        return id;
+    }
+    Result<unsigned> create_ci(const GpuIdentity& gpu, unsigned gi,
+                               std::string_view profile) override {
+        standin_gpu& target = gpus_.at(gpu.minor);
+        auto slices = ci_slices_in(profile, target.gis[gi].profile->name);
+        unsigned id = 0;
+        if (Status status = done(standin_create_ci(&target, gi, slices.value_or(0), &id));
+            !status) {
+            return status.error();
+        }
+        return id;
+    }
+
+  private:
+    Status done(int code) {
+        ++changes;
+        if (code == STANDIN_SUCCESS) {
+            return {};
+        }
+        return error(code == STANDIN_INSUFFICIENT_RESOURCES ? std::string("insufficient resources")
+                                                            : code_text(code));
+    }
+    std::vector<standin_gpu> gpus_;
+};
+
+MigLayout layout_of(std::string_view text) {
+    auto layout = MigLayout::parse(text, "/etc/gpu-mig-layout.conf");
+    EXPECT_TRUE(layout) << layout.error().text();
+    return layout ? *layout : MigLayout{};
+}
+
+std::vector<GpuApplyOutcome> run(StandinControl& control, const MigLayout& layout,
+                                 ApplyOptions options = {}) {
+    auto gpus = control.gpus();
+    EXPECT_TRUE(gpus);
+    return execute_apply(plan_apply(*gpus, layout, options), control);
+}
+
+} // namespace
+
+TEST(MigApply, AChangedLayoutConvergesInOneRunAndASecondRunDoesNothing) {
+    StandinControl control(2);
+    // What an admin made by hand: seven 1g.10gb on both GPUs.
+    for (unsigned minor = 0; minor < 2; ++minor) {
+        for (int i = 0; i < 7; ++i) {
+            unsigned gi = 0;
+            unsigned ci = 0;
+            ASSERT_EQ(standin_create_gi(&control.gpu(minor), 19, nullptr, &gi), STANDIN_SUCCESS);
+            ASSERT_EQ(standin_create_ci(&control.gpu(minor), gi, 1, &ci), STANDIN_SUCCESS);
+        }
+    }
+    MigLayout layout = layout_of("gpu=* mig=on gi=1g.10gb*7\n"
+                                 "gpu=1 mig=on gi=1g.10gb gi=3g.40gb/1c.3g.40gb*2\n");
+    auto first = run(control, layout);
+    ASSERT_EQ(first.size(), 2u);
+    EXPECT_EQ(first[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
+    EXPECT_EQ(first[1].plan.verdict, GpuApplyPlan::Verdict::Change);
+    EXPECT_FALSE(first[1].failure) << first[1].failure->text();
+    EXPECT_EQ(first[1].steps_done, first[1].plan.steps.size());
+    ASSERT_EQ(first[1].created.size(), 3u);
+    EXPECT_EQ(first[1].created[0].profile, "1c.3g.40gb");
+
+    auto gpus = control.gpus();
+    ASSERT_TRUE(gpus);
+    EXPECT_TRUE(matches_layout((*gpus)[1], *layout.for_gpu((*gpus)[1].gpu, (*gpus)[1].model)));
+
+    size_t changes = control.changes;
+    auto second = run(control, layout);
+    for (const GpuApplyOutcome& outcome : second) {
+        EXPECT_EQ(outcome.plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
+    }
+    EXPECT_EQ(control.changes, changes);
+}
+
+TEST(MigApply, AGpuWithAProcessIsNotTouched) {
+    StandinControl control(1);
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&control.gpu(0), 0, nullptr, &gi), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_create_ci(&control.gpu(0), gi, 7, &ci), STANDIN_SUCCESS);
+    control.pids[0] = {4321};
+    auto outcomes = run(control, layout_of("gpu=0 mig=on gi=1g.10gb*7\n"));
+    EXPECT_EQ(outcomes[0].plan.verdict, GpuApplyPlan::Verdict::Busy);
+    EXPECT_EQ(outcomes[0].plan.pids, (std::vector<unsigned>{4321}));
+    EXPECT_EQ(control.changes, 0u);
+    EXPECT_TRUE(control.gpu(0).gis[0].used);
+}
+
+TEST(MigApply, ALayoutThatDoesNotFitFailsAsTheDriverRefusesIt) {
+    StandinControl control(1);
+    // 4g.40gb and 3g.40gb take all eight memory slices: no room for a 1g.
+    auto outcomes = run(control, layout_of("gpu=0 mig=on gi=4g.40gb gi=3g.40gb gi=1g.10gb\n"));
+    ASSERT_TRUE(outcomes[0].failure);
+    std::string said = outcomes[0].failure->text();
+    EXPECT_NE(said.find("GPU 0 (0000:10:00.0): creating a 1g.10gb GPU instance failed: "
+                        "insufficient resources"),
+              std::string::npos)
+        << said;
+    EXPECT_NE(said.find("/etc/gpu-mig-layout.conf:1"), std::string::npos) << said;
+    EXPECT_EQ(said.find('\n'), std::string::npos);
+    EXPECT_LT(outcomes[0].steps_done, outcomes[0].plan.steps.size());
+}
+
+TEST(MigApply, AModeChangeIsMadeInOneRunOnlyWhenAResetIsAllowed) {
+    StandinControl control(1);
+    standin_h100(&control.gpu(0), 0);
+    MigLayout layout = layout_of("gpu=0 mig=on gi=3g.40gb*2\n");
+    auto waiting = run(control, layout);
+    EXPECT_TRUE(waiting[0].plan.reset_pending);
+    EXPECT_EQ(control.gpu(0).mig, 0);
+    EXPECT_EQ(control.gpu(0).mig_pending, 1);
+
+    auto again = run(control, layout);
+    EXPECT_EQ(again[0].plan.verdict, GpuApplyPlan::Verdict::ResetPending);
+
+    auto reset = run(control, layout, ApplyOptions{.reset_if_needed = true});
+    EXPECT_FALSE(reset[0].failure);
+    EXPECT_EQ(control.gpu(0).mig, 1);
+    EXPECT_EQ(reset[0].created.size(), 2u);
+    // The driver's ids: the 3g.40gb halves are GIs 2 and 1.
+    EXPECT_EQ(reset[0].created[0].gi, 2u);
+    EXPECT_EQ(reset[0].created[1].gi, 1u);
+    EXPECT_EQ(run(control, layout)[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
+}
+
+} // namespace gpuinit::mig
