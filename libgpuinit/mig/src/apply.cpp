@@ -17,7 +17,8 @@ std::string step_text(const ApplyStep& step, const std::vector<CreatedInstance>&
     case ApplyStep::Kind::ResetGpu:
         return "resetting the GPU";
     case ApplyStep::Kind::CreateGi:
-        return "creating a " + step.profile + " GPU instance";
+        return "creating a " + step.profile + " GPU instance" +
+               (step.start ? format(" at placement %u", *step.start) : "");
     case ApplyStep::Kind::CreateCi:
         return "creating a " + step.profile + " compute instance" +
                (step.gi < gis.size() ? format(" in GPU instance %u", gis[step.gi].gi) : "");
@@ -58,7 +59,7 @@ std::vector<GpuApplyOutcome> execute_apply(const std::vector<GpuApplyPlan>& plan
                 done = control.reset(plan.gpu);
                 break;
             case ApplyStep::Kind::CreateGi: {
-                auto id = control.create_gi(plan.gpu, step.profile);
+                auto id = control.create_gi(plan.gpu, step.profile, step.start);
                 if (id) {
                     gis.push_back(CreatedInstance{*id, 0, step.profile});
                 } else {

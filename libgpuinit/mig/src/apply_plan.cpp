@@ -1,6 +1,7 @@
 #include "gpuinit/mig/apply_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 namespace gpuinit::mig {
@@ -30,26 +31,65 @@ std::vector<LayoutGi> as_layout(const std::vector<GiState>& gis) {
 void destroy_all(const MigGpuState& state, std::vector<ApplyStep>& steps) {
     for (const GiState& gi : state.gis) {
         for (const CiState& ci : gi.cis) {
-            steps.push_back({ApplyStep::Kind::DestroyCi, gi.id, ci.id, {}, false});
+            steps.push_back({ApplyStep::Kind::DestroyCi, gi.id, ci.id, {}, false, {}});
         }
-        steps.push_back({ApplyStep::Kind::DestroyGi, gi.id, 0, {}, false});
+        steps.push_back({ApplyStep::Kind::DestroyGi, gi.id, 0, {}, false, {}});
     }
 }
 
-void create_all(const GpuLayout& layout, std::vector<ApplyStep>& steps) {
-    // The layout keeps its GIs largest first: the order in which the
-    // driver's placements leave room for every one that fits at all.
+bool place(const std::vector<LayoutGi>& gis, const std::vector<GiPlacements>& placements,
+           size_t next, uint64_t taken, std::vector<unsigned>& starts) {
+    if (next == gis.size()) {
+        return true;
+    }
+    for (const GiPlacements& profile : placements) {
+        if (profile.profile != gis[next].profile) {
+            continue;
+        }
+        for (unsigned start : profile.starts) {
+            if (profile.size == 0 || profile.size > 63 || start > 63 - profile.size) {
+                continue;
+            }
+            uint64_t span = ((uint64_t{1} << profile.size) - 1) << start;
+            if ((taken & span) != 0) {
+                continue;
+            }
+            starts.push_back(start);
+            if (place(gis, placements, next + 1, taken | span, starts)) {
+                return true;
+            }
+            starts.pop_back();
+        }
+    }
+    return false;
+}
+
+void create_all(const GpuLayout& layout, const std::optional<std::vector<unsigned>>& starts,
+                std::vector<ApplyStep>& steps) {
+    // The layout keeps its GIs largest first: where the placements are not
+    // known, the order in which the driver's own choice most often leaves
+    // room for the rest.
     for (size_t i = 0; i < layout.gis.size(); ++i) {
         const LayoutGi& gi = layout.gis[i];
-        steps.push_back(
-            {ApplyStep::Kind::CreateGi, static_cast<unsigned>(i), 0, gi.profile, false});
+        steps.push_back({ApplyStep::Kind::CreateGi, static_cast<unsigned>(i), 0, gi.profile, false,
+                         starts ? std::optional<unsigned>((*starts)[i]) : std::nullopt});
         for (const std::string& ci : gi.cis) {
-            steps.push_back({ApplyStep::Kind::CreateCi, static_cast<unsigned>(i), 0, ci, false});
+            steps.push_back(
+                {ApplyStep::Kind::CreateCi, static_cast<unsigned>(i), 0, ci, false, {}});
         }
     }
 }
 
 } // namespace
+
+std::optional<std::vector<unsigned>> place_gis(const std::vector<LayoutGi>& gis,
+                                               const std::vector<GiPlacements>& placements) {
+    std::vector<unsigned> starts;
+    if (!place(gis, placements, 0, 0, starts)) {
+        return std::nullopt;
+    }
+    return starts;
+}
 
 const char* verdict_name(GpuApplyPlan::Verdict verdict) {
     switch (verdict) {
@@ -65,6 +105,8 @@ const char* verdict_name(GpuApplyPlan::Verdict verdict) {
         return "reset-pending";
     case GpuApplyPlan::Verdict::Unknown:
         return "unknown";
+    case GpuApplyPlan::Verdict::DoesNotFit:
+        return "does-not-fit";
     }
     return "unknown";
 }
@@ -133,6 +175,18 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
                 continue;
             }
         }
+        // Placements are known only with MIG on; after a mode change the
+        // driver chooses.
+        std::optional<std::vector<unsigned>> starts;
+        if (want.mig && *state.mig && !state.placements.empty()) {
+            starts = place_gis(want.gis, state.placements);
+            if (!starts) {
+                made.verdict = GpuApplyPlan::Verdict::DoesNotFit;
+                made.problem = "its GPU instances fit no placements of this GPU (nvidia-smi mig "
+                               "-lgip and -lgipp list its profiles and placements)";
+                continue;
+            }
+        }
         made.verdict = GpuApplyPlan::Verdict::Change;
         bool mode_changes = *state.mig != want.mig;
         // Instances exist only with MIG on; the driver refuses to turn it
@@ -143,7 +197,7 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
         if (mode_changes) {
             // The mode already set for the next reset needs no second set.
             if (state.mig_after.value_or(*state.mig) != want.mig) {
-                made.steps.push_back({ApplyStep::Kind::SetMigMode, 0, 0, {}, want.mig});
+                made.steps.push_back({ApplyStep::Kind::SetMigMode, 0, 0, {}, want.mig, {}});
             }
             // A reset with processes on the GPU would kill them: --force
             // changes instances, never resets a busy GPU.
@@ -154,10 +208,10 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
                 }
                 continue;
             }
-            made.steps.push_back({ApplyStep::Kind::ResetGpu, 0, 0, {}, false});
+            made.steps.push_back({ApplyStep::Kind::ResetGpu, 0, 0, {}, false, {}});
         }
         if (want.mig) {
-            create_all(want, made.steps);
+            create_all(want, starts, made.steps);
         }
     }
     return plans;

@@ -30,6 +30,7 @@ class StandinControl : public MigControl {
     standin_gpu& gpu(unsigned minor) { return gpus_.at(minor); }
     std::map<unsigned, std::vector<unsigned>> pids;
     size_t changes = 0;
+    bool with_placements = true; // as nvidia-smi mig -lgipp gives them
 
     Result<std::vector<MigGpuState>> gpus() override {
         std::vector<MigGpuState> states;
@@ -56,6 +57,12 @@ class StandinControl : public MigControl {
                 state.gis.push_back(made);
             }
             state.pids = pids[minor];
+            for (unsigned p = 0; p < gpu.profile_count && gpu.mig && with_placements; ++p) {
+                const standin_gi_profile& profile = gpu.profiles[p];
+                state.placements.push_back(GiPlacements{
+                    profile.name, profile.size,
+                    std::vector<unsigned>(profile.starts, profile.starts + profile.start_count)});
+            }
             states.push_back(state);
         }
         return states;
@@ -74,7 +81,8 @@ class StandinControl : public MigControl {
         standin_reset(&gpus_.at(gpu.minor));
         return done(STANDIN_SUCCESS);
     }
-    Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile) override {
+    Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile,
+                               std::optional<unsigned> start) override {
         standin_gpu& target = gpus_.at(gpu.minor);
         const standin_gi_profile* found =
             standin_find_profile_named(&target, std::string(profile).c_str());
@@ -82,7 +90,9 @@ class StandinControl : public MigControl {
             return error("no such profile");
         }
         unsigned id = 0;
-        if (Status status = done(standin_create_gi(&target, found->id, nullptr, &id)); !status) {
+        if (Status status =
+                done(standin_create_gi(&target, found->id, start ? &*start : nullptr, &id));
+            !status) {
             return status.error();
         }
         return id;
@@ -176,6 +186,7 @@ TEST(MigApply, AGpuWithAProcessIsNotTouched) {
 
 TEST(MigApply, ALayoutThatDoesNotFitFailsAsTheDriverRefusesIt) {
     StandinControl control(1);
+    control.with_placements = false; // else the plan refuses it first (below)
     // 4g.40gb and 3g.40gb take all eight memory slices: no room for a 1g.
     auto outcomes = run(control, layout_of("gpu=0 mig=on gi=4g.40gb gi=3g.40gb gi=1g.10gb\n"));
     ASSERT_TRUE(outcomes[0].failure);
@@ -209,6 +220,39 @@ TEST(MigApply, AModeChangeIsMadeInOneRunOnlyWhenAResetIsAllowed) {
     EXPECT_EQ(reset[0].created[0].gi, 2u);
     EXPECT_EQ(reset[0].created[1].gi, 1u);
     EXPECT_EQ(run(control, layout)[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
+}
+
+} // namespace gpuinit::mig
+
+namespace gpuinit::mig {
+
+TEST(MigApply, GivesEveryGpuInstanceAPlacementThatLeavesRoomForTheRest) {
+    // The driver's own choice puts the 3g.40gb at 0, where the 2g.20gb
+    // and the two 1g.10gb then find no room; placed at 4, all fit.
+    MigLayout layout = layout_of("gpu=0 mig=on gi=3g.40gb gi=2g.20gb gi=1g.10gb*2\n");
+    StandinControl unplaced(1);
+    unplaced.with_placements = false;
+    auto failed = run(unplaced, layout);
+    ASSERT_TRUE(failed[0].failure);
+    EXPECT_NE(failed[0].failure->text().find("insufficient resources"), std::string::npos);
+
+    StandinControl control(1);
+    auto outcomes = run(control, layout);
+    EXPECT_FALSE(outcomes[0].failure) << outcomes[0].failure->text();
+    EXPECT_EQ(outcomes[0].created.size(), 4u);
+    EXPECT_EQ(run(control, layout)[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
+}
+
+TEST(MigApply, ALayoutThatFitsNoWayIsRefusedBeforeAnythingIsDestroyed) {
+    StandinControl control(1);
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&control.gpu(0), 19, nullptr, &gi), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_create_ci(&control.gpu(0), gi, 1, &ci), STANDIN_SUCCESS);
+    auto outcomes = run(control, layout_of("gpu=0 mig=on gi=7g.80gb gi=1g.10gb\n"));
+    EXPECT_EQ(outcomes[0].plan.verdict, GpuApplyPlan::Verdict::DoesNotFit);
+    EXPECT_EQ(control.changes, 0u);
+    EXPECT_TRUE(control.gpu(0).gis[gi].used);
 }
 
 } // namespace gpuinit::mig

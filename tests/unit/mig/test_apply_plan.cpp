@@ -67,11 +67,11 @@ TEST(MigApplyPlan, AChangedLayoutClearsTheGpuThenCreatesLargestFirst) {
     EXPECT_EQ(kinds(plans[0]), (std::vector<Kind>{Kind::DestroyCi, Kind::DestroyGi, Kind::DestroyCi,
                                                   Kind::DestroyGi, Kind::CreateGi, Kind::CreateCi,
                                                   Kind::CreateCi, Kind::CreateGi, Kind::CreateCi}));
-    EXPECT_EQ(plans[0].steps[0], (ApplyStep{Kind::DestroyCi, 7, 0, {}, false}));
-    EXPECT_EQ(plans[0].steps[3], (ApplyStep{Kind::DestroyGi, 8, 0, {}, false}));
+    EXPECT_EQ(plans[0].steps[0], (ApplyStep{Kind::DestroyCi, 7, 0, {}, false, {}}));
+    EXPECT_EQ(plans[0].steps[3], (ApplyStep{Kind::DestroyGi, 8, 0, {}, false, {}}));
     EXPECT_EQ(plans[0].steps[4].profile, "3g.40gb");
-    EXPECT_EQ(plans[0].steps[5], (ApplyStep{Kind::CreateCi, 0, 0, "1c.3g.40gb", false}));
-    EXPECT_EQ(plans[0].steps[7], (ApplyStep{Kind::CreateGi, 1, 0, "1g.10gb", false}));
+    EXPECT_EQ(plans[0].steps[5], (ApplyStep{Kind::CreateCi, 0, 0, "1c.3g.40gb", false, {}}));
+    EXPECT_EQ(plans[0].steps[7], (ApplyStep{Kind::CreateGi, 1, 0, "1g.10gb", false, {}}));
     EXPECT_FALSE(plans[0].reset_pending);
 }
 
@@ -156,6 +156,32 @@ TEST(MigApplyPlan, OnlyTheCiProfilesMatterNotTheirOrder) {
     EXPECT_TRUE(matches_layout(state, *layout.for_gpu(state.gpu, state.model)));
     state.gis[0].cis.pop_back();
     EXPECT_FALSE(matches_layout(state, *layout.for_gpu(state.gpu, state.model)));
+}
+
+} // namespace gpuinit::mig
+
+namespace gpuinit::mig {
+
+TEST(MigApplyPlan, PlacesEveryGiWhereTheRestStillFit) {
+    // nvidia-smi mig -lgipp of the H100 capture, for the profiles used.
+    std::vector<GiPlacements> h100 = {{"1g.10gb", 1, {0, 1, 2, 3, 4, 5, 6}},
+                                      {"2g.20gb", 2, {0, 2, 4}},
+                                      {"3g.40gb", 4, {0, 4}},
+                                      {"7g.80gb", 8, {0}}};
+    MigLayout layout = layout_of("gpu=* mig=on gi=1g.10gb*2 gi=2g.20gb gi=3g.40gb\n");
+    const GpuLayout& want = layout.entries()[0].layout;
+    auto starts = place_gis(want.gis, h100);
+    ASSERT_TRUE(starts);
+    EXPECT_EQ(*starts, (std::vector<unsigned>{4, 0, 2, 3})); // 3g, 2g, 1g, 1g
+    EXPECT_FALSE(
+        place_gis(layout_of("gpu=* mig=on gi=7g.80gb gi=1g.10gb\n").entries()[0].layout.gis, h100));
+    EXPECT_FALSE(place_gis(layout_of("gpu=* mig=on gi=4g.40gb\n").entries()[0].layout.gis, h100));
+
+    MigGpuState state = gpu(0, true);
+    state.placements = h100;
+    auto plans = plan_apply({state}, layout, {});
+    ASSERT_EQ(plans[0].verdict, Verdict::Change);
+    EXPECT_EQ(plans[0].steps[0].start, 4u);
 }
 
 } // namespace gpuinit::mig

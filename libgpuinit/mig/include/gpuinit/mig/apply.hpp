@@ -26,8 +26,9 @@ class MigControl {
     // The mode after the next reset.
     virtual Status set_mig_mode(const GpuIdentity& gpu, bool on) = 0;
     virtual Status reset(const GpuIdentity& gpu) = 0;
-    // The GI id the driver gave.
-    virtual Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile) = 0;
+    // The GI id the driver gave. `start`: the placement; none: the driver's choice.
+    virtual Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile,
+                                       std::optional<unsigned> start) = 0;
     // The CI id the driver gave.
     virtual Result<unsigned> create_ci(const GpuIdentity& gpu, unsigned gi,
                                        std::string_view profile) = 0;

@@ -10,6 +10,14 @@
 // what a GPU ends with would then depend on what it had. NVIDIA's
 // nvidia-mig-parted does the same (it clears a GPU before applying a
 // config that differs).
+//
+// Where the GPU's placements are known (nvidia-smi mig -lgipp, NVML's
+// possible placements), the plan gives every GI its placement, found by
+// trying them all: the driver's own choice for a create without one can
+// leave no room for a later GI of a layout that fits (on an H100, a
+// 3g.40gb taken at 0 leaves 2g.20gb + 1g.10gb*2 no room; at 4 they fit).
+// nvidia-mig-parted tries the orders of creation until one works instead.
+// A layout that fits no way is refused before anything is destroyed.
 #pragma once
 
 #include "gpuinit/host/gpu_selector.hpp"
@@ -31,14 +39,23 @@ struct GiState {
     std::vector<CiState> cis;
 };
 
+// A GPU-instance profile's placements on one GPU: the memory slices it
+// takes from each start.
+struct GiPlacements {
+    std::string profile; // "3g.40gb"
+    unsigned size = 0;
+    std::vector<unsigned> starts;
+};
+
 // One GPU as the driver reports it.
 struct MigGpuState {
     GpuIdentity gpu;
-    std::string model;             // "NVIDIA H100 80GB HBM3"
-    std::optional<bool> mig;       // current MIG mode; nullopt: not known
-    std::optional<bool> mig_after; // the mode after the next reset (NVML's pending)
-    std::vector<GiState> gis;      // with mig
-    std::vector<unsigned> pids;    // processes using the GPU or its instances
+    std::string model;                    // "NVIDIA H100 80GB HBM3"
+    std::optional<bool> mig;              // current MIG mode; nullopt: not known
+    std::optional<bool> mig_after;        // the mode after the next reset (NVML's pending)
+    std::vector<GiState> gis;             // with mig
+    std::vector<unsigned> pids;           // processes using the GPU or its instances
+    std::vector<GiPlacements> placements; // its profiles; empty: not known
 };
 
 struct ApplyOptions {
@@ -49,10 +66,11 @@ struct ApplyOptions {
 struct ApplyStep {
     enum class Kind { DestroyCi, DestroyGi, SetMigMode, ResetGpu, CreateGi, CreateCi };
     Kind kind = Kind::CreateGi;
-    unsigned gi = 0;     // DestroyCi, DestroyGi; CreateCi: the index into the GIs created
-    unsigned ci = 0;     // DestroyCi
-    std::string profile; // CreateGi, CreateCi
-    bool mig = false;    // SetMigMode
+    unsigned gi = 0;               // DestroyCi, DestroyGi; CreateCi: the index into the GIs created
+    unsigned ci = 0;               // DestroyCi
+    std::string profile;           // CreateGi, CreateCi
+    bool mig = false;              // SetMigMode
+    std::optional<unsigned> start; // CreateGi: its placement; none: the driver's choice
     friend bool operator==(const ApplyStep&, const ApplyStep&) = default;
 };
 
@@ -64,6 +82,7 @@ struct GpuApplyPlan {
         Busy,         // it differs, and processes use it: `pids`; nothing done
         ResetPending, // the mode is set for the next reset, which was not allowed
         Unknown,      // its MIG mode could not be read: nothing done
+        DoesNotFit,   // its placements admit the layout no way (`problem`): nothing done
     };
     GpuIdentity gpu;
     std::string model;
@@ -74,7 +93,14 @@ struct GpuApplyPlan {
     // After `steps`, a reset is still needed (mode set, reset not allowed):
     // the instances are created by the run after the reset.
     bool reset_pending = false;
+    std::string problem; // with DoesNotFit: why, in words
 };
+
+// Placement starts for `gis` (in their order) such that no two overlap,
+// from the GPU's `placements`; nullopt when there are none, or a profile
+// is not among them.
+std::optional<std::vector<unsigned>> place_gis(const std::vector<LayoutGi>& gis,
+                                               const std::vector<GiPlacements>& placements);
 
 const char* verdict_name(GpuApplyPlan::Verdict verdict);
 const char* step_name(ApplyStep::Kind kind);
