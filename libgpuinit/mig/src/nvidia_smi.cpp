@@ -26,6 +26,10 @@ constexpr uint64_t kMaxSmiIndex = 1023;
 constexpr uint64_t kMaxMigDevice = 127;
 constexpr uint64_t kMaxGi = 14;
 constexpr uint64_t kMaxCi = 7;
+// The kernel's PID_MAX_LIMIT (4194304, include/linux/threads.h).
+constexpr uint64_t kMaxPid = 4194304;
+// A bound on one GPU's process rows, against a hostile or runaway output.
+constexpr size_t kMaxGpuProcesses = 65536;
 constexpr uint64_t kMaxProfileId = 255;
 // Nesting of -q -x: nvidia_smi_log/gpu/mig_devices/mig_device/... is 6 deep.
 constexpr size_t kMaxXmlDepth = 16;
@@ -533,6 +537,24 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             } else if (name == "product_name") {
                 gpu.name = decoded;
             }
+        } else if (path_is({"nvidia_smi_log", "gpu", "mig_mode"}) &&
+                   (name == "current_mig" || name == "pending_mig")) {
+            std::optional<bool>& mode =
+                name == "current_mig" ? gpus.back().mig_current : gpus.back().mig_pending;
+            if (mode || (decoded != "Enabled" && decoded != "Disabled" && decoded != "N/A")) {
+                return at(source, line_no,
+                          "not one MIG mode (Enabled, Disabled or N/A): " + quote(decoded));
+            }
+            if (decoded != "N/A") {
+                mode = decoded == "Enabled";
+            }
+        } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
+                   name == "pid") {
+            auto pid = number(decoded, kMaxPid);
+            if (!pid || *pid == 0 || gpus.back().pids.size() >= kMaxGpuProcesses) {
+                return at(source, line_no, "not a process id: " + quote(decoded));
+            }
+            gpus.back().pids.push_back(*pid);
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
             std::optional<unsigned>* field = name == "index"                 ? &mig->index
                                              : name == "gpu_instance_id"     ? &mig->gi

@@ -155,7 +155,10 @@ Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view te
 
 // `nvidia-smi -q -x`, only what joins a MIG device index to its GI and CI:
 // per <gpu>, <uuid>, <minor_number>, <product_name> and
-// <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>.
+// <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>;
+// and what gpu-mig apply needs: <mig_mode><current_mig>, <pending_mig>
+// ("Enabled", "Disabled"; "N/A" on a GPU without MIG) and the
+// <processes><process_info><pid> of the processes on the GPU.
 // Read line by line as nvidia-smi writes it (one element per line).
 struct SmiQueryMig {
     unsigned index = 0;
@@ -169,6 +172,9 @@ struct SmiQueryGpu {
     std::string name;
     size_t line = 0;
     std::vector<SmiQueryMig> migs;
+    std::optional<bool> mig_current; // nullopt: N/A or not given
+    std::optional<bool> mig_pending;
+    std::vector<unsigned> pids;
 };
 Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
                                                             std::string_view source);

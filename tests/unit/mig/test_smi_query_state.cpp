@@ -1,0 +1,68 @@
+// nvidia-smi -q -x as gpu-mig apply reads it: each GPU's MIG mode, now and
+// after the next reset, and the processes on it; from real captures and
+// from the stand-in nvidia-smi's text.
+#include "gpuinit/mig/names.hpp"
+#include "machine_fixture.hpp"
+#include "nvidia_smi_text.hpp"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+
+namespace gpuinit {
+
+namespace {
+
+std::string capture(const std::string& path) {
+    std::ifstream in(std::string(GPUINIT_TESTS_DIR) + "/fixture/captures/" + path);
+    EXPECT_TRUE(in.good()) << path;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+} // namespace
+
+TEST(SmiQueryState, ReadsTheMigModeOfRealGpus) {
+    auto h100 = parse_nvidia_smi_query_xml(capture("h100-580.159.04/q.xml"), "q.xml");
+    ASSERT_TRUE(h100) << h100.error().text();
+    ASSERT_EQ(h100->size(), 1u);
+    EXPECT_EQ((*h100)[0].mig_current, false);
+    EXPECT_EQ((*h100)[0].mig_pending, false);
+    EXPECT_TRUE((*h100)[0].pids.empty());
+
+    auto a100 = parse_nvidia_smi_query_xml(capture("a100-sxm4-80gb-535.54.03/q.xml"), "q.xml");
+    ASSERT_TRUE(a100) << a100.error().text();
+    ASSERT_EQ(a100->size(), 1u);
+    EXPECT_EQ((*a100)[0].mig_current, true);
+    EXPECT_EQ((*a100)[0].mig_pending, true);
+}
+
+TEST(SmiQueryState, ReadsTheProcessesOnEachGpu) {
+    auto gpus = parse_nvidia_smi_query_xml(
+        testing::smi_query_xml(testing::smi_a100_box(testing::fake_uuid)), "q.xml");
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    ASSERT_EQ(gpus->size(), 4u);
+    EXPECT_EQ((*gpus)[0].mig_current, false);
+    EXPECT_TRUE((*gpus)[0].pids.empty());
+    EXPECT_EQ((*gpus)[1].mig_current, true);
+    EXPECT_EQ((*gpus)[1].pids, (std::vector<unsigned>{4242}));
+}
+
+TEST(SmiQueryState, RefusesAModeOrPidItCannotRead) {
+    std::string text = testing::smi_query_xml(testing::smi_a100_box(testing::fake_uuid));
+    std::string odd = text;
+    odd.replace(odd.find("<pending_mig>Enabled"), 20, "<pending_mig>Maybe");
+    auto mode = parse_nvidia_smi_query_xml(odd, "q.xml");
+    ASSERT_FALSE(mode);
+    EXPECT_NE(mode.error().text().find("q.xml:"), std::string::npos);
+    EXPECT_NE(mode.error().text().find("not one MIG mode"), std::string::npos);
+
+    std::string zero = text;
+    zero.replace(zero.find("<pid>4242"), 9, "<pid>0");
+    auto pid = parse_nvidia_smi_query_xml(zero, "q.xml");
+    ASSERT_FALSE(pid);
+    EXPECT_NE(pid.error().text().find("not a process id"), std::string::npos);
+}
+
+} // namespace gpuinit
