@@ -77,6 +77,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
     }
 
+    if (parts.size() > 4) {
+        auto lgipp = parse_nvidia_smi_lgipp(parts[4], "mig-lgipp.txt");
+        check_parse(lgipp, parts[4], "mig-lgipp.txt");
+        for (const SmiPlacements& row : lgipp.value_or({})) {
+            FUZZ_CHECK(row.size >= 1 && row.size <= 64);
+            FUZZ_CHECK(!row.starts.empty() && row.starts.size() <= 64);
+            for (unsigned start : row.starts) {
+                FUZZ_CHECK(start < 64);
+            }
+        }
+    }
+
     Diagnostics diagnostics;
     auto names = mig_names_from_nvidia_smi(texts, diagnostics);
     FUZZ_CHECK(names.ok() || !list.ok() || !names.error().where.file.empty());

@@ -464,7 +464,9 @@ void add_captures(Corpus& corpus, const std::string& source_dir) {
         std::string lgi = capture_file(dir, "mig-lgi.txt");
         std::string lci = capture_file(dir, "mig-lci.txt");
         std::string xml = capture_file(dir, "q.xml");
-        corpus.add("nvidia_smi", joined({list, lgi, lci, xml}));
+        std::string lgipp = capture_file(dir, "mig-lgipp.txt");
+        corpus.add("nvidia_smi", lgipp.empty() ? joined({list, lgi, lci, xml})
+                                               : joined({list, lgi, lci, xml, lgipp}));
         if (!list.empty()) {
             corpus.add("nvidia_smi", list);
         }

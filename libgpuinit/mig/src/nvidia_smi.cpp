@@ -26,6 +26,10 @@ constexpr uint64_t kMaxSmiIndex = 1023;
 constexpr uint64_t kMaxMigDevice = 127;
 constexpr uint64_t kMaxGi = 14;
 constexpr uint64_t kMaxCi = 7;
+// -lgipp's bounds: GPU indices, and placements within a GPU's memory
+// slices (8 on A100 and H100, 12 on the RTX PRO 6000 Blackwell captures).
+constexpr uint64_t kMaxGpuIndex = 255;
+constexpr unsigned kMaxMemorySlices = 64;
 // The kernel's PID_MAX_LIMIT (4194304, include/linux/threads.h).
 constexpr uint64_t kMaxPid = 4194304;
 // A bound on one GPU's process rows, against a hostile or runaway output.
@@ -353,6 +357,57 @@ Result<std::vector<SmiListGpu>> parse_nvidia_smi_list(std::string_view text,
         return at(source, line_no, "not a line of nvidia-smi -L: " + quote(line, 96));
     }
     return gpus;
+}
+
+Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
+                                                          std::string_view source) {
+    std::vector<SmiPlacements> rows;
+    std::set<std::pair<unsigned, unsigned>> seen;
+    size_t line_no = 0;
+    for (std::string_view raw : split_lines(text)) {
+        ++line_no;
+        std::string_view line = trim(raw);
+        if (line.empty() || line == "No MIG-enabled devices found.") {
+            continue;
+        }
+        std::vector<std::string_view> w = split_words(line);
+        // "Placements:" or, for a single one, "Placement :".
+        size_t list = w.size() == 7 && w[5] == "Placements:"                ? 6
+                      : w.size() == 8 && w[5] == "Placement" && w[6] == ":" ? 7
+                                                                            : 0;
+        auto gpu = w.size() > 4 ? number(w[1], kMaxGpuIndex) : std::nullopt;
+        auto profile = w.size() > 4 ? number(w[4], kMaxProfileId) : std::nullopt;
+        if (list == 0 || w[0] != "GPU" || w[2] != "Profile" || w[3] != "ID" || !gpu || !profile) {
+            return at(source, line_no,
+                      "not a line of nvidia-smi mig -lgipp (GPU N Profile ID P Placements: "
+                      "{S,...}:SIZE): " +
+                          quote(line));
+        }
+        std::string_view spec = w[list];
+        size_t close = spec.find("}:");
+        SmiPlacements row{*gpu, *profile, {}, 0, line_no};
+        auto size = close == std::string_view::npos
+                        ? std::nullopt
+                        : number(spec.substr(close + 2), kMaxMemorySlices);
+        if (!spec.starts_with('{') || !size || *size == 0) {
+            return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
+        }
+        row.size = *size;
+        for (std::string_view start : split_fields(spec.substr(1, close - 1), ',')) {
+            auto value = number(start, kMaxMemorySlices - 1);
+            if (!value || row.starts.size() >= kMaxMemorySlices) {
+                return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
+            }
+            row.starts.push_back(*value);
+        }
+        if (!seen.insert({row.gpu_index, row.profile_id}).second) {
+            return at(
+                source, line_no,
+                format("profile %u of GPU %u is listed twice", row.profile_id, row.gpu_index));
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
 }
 
 Result<std::vector<SmiGpuInstance>> parse_nvidia_smi_lgi(std::string_view text,

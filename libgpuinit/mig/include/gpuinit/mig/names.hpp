@@ -153,6 +153,20 @@ struct SmiComputeInstance {
 Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view text,
                                                              std::string_view source);
 
+// `nvidia-smi mig -lgipp`: each GPU-instance profile's possible
+// placements, as starts and a size in memory slices:
+//   GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1
+//   GPU  0 Profile ID  5 Placement : {0}:4
+struct SmiPlacements {
+    unsigned gpu_index = 0;
+    unsigned profile_id = 0;
+    std::vector<unsigned> starts;
+    unsigned size = 0;
+    size_t line = 0;
+};
+Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
+                                                          std::string_view source);
+
 // `nvidia-smi -q -x`, only what joins a MIG device index to its GI and CI:
 // per <gpu>, <uuid>, <minor_number>, <product_name> and
 // <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>;
