@@ -2,7 +2,9 @@
 // real machines' output: the profiles and placements of the H100 capture,
 // the GI ids of the A100 capture, and the failures nvml.h documents.
 #include "mig_standin.h"
+#include "temp_dir.hpp"
 
+#include <cerrno>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <regex>
@@ -162,4 +164,81 @@ TEST(MigStandin, AResetTakesThePendingModeAndLosesEveryInstance) {
     gpu.mig_pending = 0;
     standin_reset(&gpu);
     EXPECT_EQ(gpu.mig, 0);
+}
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+}
+
+} // namespace
+
+TEST(MigStandin, ItsStateSurvivesAFileWithTheDriversIdsAndGaps) {
+    gpuinit::testing::TempDir dir;
+    std::string path = dir / "gpu0";
+    standin_gpu gpu;
+    ASSERT_EQ(standin_load(&gpu, path.c_str()), 0); // no file: MIG off, nothing
+    EXPECT_EQ(gpu.mig, 0);
+    gpu.mig = gpu.mig_pending = 1;
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&gpu, 19, nullptr, &gi), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_create_gi(&gpu, 9, nullptr, &gi), STANDIN_SUCCESS);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(standin_create_ci(&gpu, gi, 1, &ci), STANDIN_SUCCESS);
+    }
+    ASSERT_EQ(standin_destroy_ci(&gpu, gi, 1), STANDIN_SUCCESS); // a gap in the CI ids
+    gpu.mig_pending = 0;
+    ASSERT_EQ(standin_save(&gpu, path.c_str()), 0);
+
+    standin_gpu again;
+    ASSERT_EQ(standin_load(&again, path.c_str()), 0);
+    EXPECT_EQ(again.mig, 1);
+    EXPECT_EQ(again.mig_pending, 0);
+    for (unsigned id = 0; id < STANDIN_MAX_GIS; ++id) {
+        ASSERT_EQ(again.gis[id].used, gpu.gis[id].used) << id;
+        if (!gpu.gis[id].used) {
+            continue;
+        }
+        EXPECT_EQ(again.gis[id].profile, gpu.gis[id].profile) << id;
+        EXPECT_EQ(again.gis[id].start, gpu.gis[id].start) << id;
+        for (unsigned c = 0; c < STANDIN_MAX_CIS; ++c) {
+            EXPECT_EQ(again.gis[id].cis[c].used, gpu.gis[id].cis[c].used) << id << "/" << c;
+            EXPECT_EQ(again.gis[id].cis[c].slices, gpu.gis[id].cis[c].slices) << id << "/" << c;
+        }
+    }
+}
+
+TEST(MigStandin, RefusesAStateFileTheDriverCouldNotHaveMade) {
+    gpuinit::testing::TempDir dir;
+    std::string path = dir / "gpu0";
+    const char* bad[] = {
+        "gi 11 19 0\n",                            // MIG off
+        "mig 1 1\ngi 7 19 0\n",                    // start 0's eighth is GI 11
+        "mig 1 1\ngi 11 19 0\ngi 11 19 0\n",       // one GI twice
+        "mig 1 1\ngi 1 5 0\n",                     // the 4g.40gb at 0 is GI 2
+        "mig 1 1\ngi 2 9 0\ngi 1 5 0\n",           // overlapping
+        "mig 1 1\ngi 11 19 0\nci 11 0 2\n",        // a CI larger than its GI
+        "mig 1 1\ngi 2 9 0\nci 2 0 2\nci 2 1 2\n", // more slices than the GI has
+        "mig 1 1\nci 2 0 1\n",                     // a CI with no GI
+        "mig 1 1\ngi 11 19 0\nmig 0 0\n",          // the mode after its instances
+        "mig 1 1\ngi 11 19 0 junk\n",
+        "mig 2 1\n",
+        "mig 1 1", // cut short
+    };
+    for (const char* text : bad) {
+        write_file(path, text);
+        standin_gpu gpu;
+        errno = 0;
+        EXPECT_EQ(standin_load(&gpu, path.c_str()), -1) << text;
+        EXPECT_EQ(errno, EINVAL) << text;
+        EXPECT_EQ(gpu.mig, 0) << text; // nothing half loaded
+    }
+    write_file(path, "mig 1 1\ngi 2 9 0\nci 2 5 1\nci 2 0 2\n");
+    standin_gpu gpu;
+    ASSERT_EQ(standin_load(&gpu, path.c_str()), 0);
+    EXPECT_EQ(gpu.gis[2].cis[5].slices, 1u);
+    EXPECT_EQ(gpu.gis[2].cis[0].slices, 2u);
 }
