@@ -216,9 +216,10 @@ TEST(MigApply, AModeChangeIsMadeInOneRunOnlyWhenAResetIsAllowed) {
     EXPECT_FALSE(reset[0].failure);
     EXPECT_EQ(control.gpu(0).mig, 1);
     EXPECT_EQ(reset[0].created.size(), 2u);
-    // The driver's ids: the 3g.40gb halves are GIs 2 and 1.
-    EXPECT_EQ(reset[0].created[0].gi, 2u);
-    EXPECT_EQ(reset[0].created[1].gi, 1u);
+    // The driver's ids (no placements were known before the reset): the
+    // first 3g.40gb takes GI 1, at 4, the second GI 2 (mig_standin.h).
+    EXPECT_EQ(reset[0].created[0].gi, 1u);
+    EXPECT_EQ(reset[0].created[1].gi, 2u);
     EXPECT_EQ(run(control, layout)[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
 }
 
@@ -227,9 +228,10 @@ TEST(MigApply, AModeChangeIsMadeInOneRunOnlyWhenAResetIsAllowed) {
 namespace gpuinit::mig {
 
 TEST(MigApply, GivesEveryGpuInstanceAPlacementThatLeavesRoomForTheRest) {
-    // The driver's own choice puts the 3g.40gb at 0, where the 2g.20gb
-    // and the two 1g.10gb then find no room; placed at 4, all fit.
-    MigLayout layout = layout_of("gpu=0 mig=on gi=3g.40gb gi=2g.20gb gi=1g.10gb*2\n");
+    // Largest first, the driver's own choice (mig_standin.h) puts the
+    // 2g.20gbs at 4 and 0 and the 1g.10gbs at 6 and 2, where the 1g.20gb
+    // then finds no room; placed, all fit (2g 0, 2g 2, 1g 4, 1g 5, 1g.20gb 6).
+    MigLayout layout = layout_of("gpu=0 mig=on gi=2g.20gb*2 gi=1g.10gb*2 gi=1g.20gb\n");
     StandinControl unplaced(1);
     unplaced.with_placements = false;
     auto failed = run(unplaced, layout);
@@ -239,7 +241,7 @@ TEST(MigApply, GivesEveryGpuInstanceAPlacementThatLeavesRoomForTheRest) {
     StandinControl control(1);
     auto outcomes = run(control, layout);
     EXPECT_FALSE(outcomes[0].failure) << outcomes[0].failure->text();
-    EXPECT_EQ(outcomes[0].created.size(), 4u);
+    EXPECT_EQ(outcomes[0].created.size(), 5u);
     EXPECT_EQ(run(control, layout)[0].plan.verdict, GpuApplyPlan::Verdict::AsDeclared);
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -84,16 +85,46 @@ TEST(MigStandin, GivesTheGiIdsARealA100Gave) {
     for (const auto& [gi, profile, start, size] : rows) {
         EXPECT_EQ(standin_gi_id(start, size), gi) << start << ":" << size;
     }
-    // Created in the order the capture lists them, on the same geometry,
-    // the driver's own choice of placement gives those ids.
+    // The post the capture comes from (captures/README.md) made them with
+    // `nvidia-smi mig -cgi 9,19,14,19` on the empty GPU; on the same
+    // geometry, without placements, the driver's choice gives those ids.
     standin_gpu gpu;
     standin_h100(&gpu, 1);
-    const unsigned h100_profile[] = {19, 19, 14, 9}; // 1g, 1g, 2g, 3g
-    for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<std::pair<unsigned, unsigned>> created = {
+        {9, 1}, {19, 11}, {14, 6}, {19, 12}}; // (profile, GI id), as it printed them
+    for (const auto& [profile, want] : created) {
         unsigned id = 99;
-        ASSERT_EQ(standin_create_gi(&gpu, h100_profile[i], nullptr, &id), STANDIN_SUCCESS);
-        EXPECT_EQ(id, std::get<0>(rows[i]));
-        EXPECT_EQ(gpu.gis[id].start, std::get<2>(rows[i]));
+        ASSERT_EQ(standin_create_gi(&gpu, profile, nullptr, &id), STANDIN_SUCCESS);
+        EXPECT_EQ(id, want) << profile;
+    }
+    for (const auto& [gi, profile, start, size] : rows) {
+        ASSERT_TRUE(gpu.gis[gi].used) << gi;
+        EXPECT_EQ(gpu.gis[gi].start, start) << gi;
+    }
+}
+
+TEST(MigStandin, PlacesUnplacedGisWhereNvidiasMigUserGuideShows) {
+    // The guide's three nvidia-smi mig -cgi sequences on an empty A100
+    // (mig_standin.h): profile ids in, placement starts out; 99: the
+    // create fails with Insufficient Resources.
+    const std::vector<std::vector<std::pair<unsigned, unsigned>>> sequences = {
+        {{19, 6}, {19, 4}, {14, 0}, {9, 99}},
+        {{9, 4}, {19, 0}, {14, 2}, {19, 1}},
+        {{14, 4}, {19, 6}, {19, 0}, {19, 1}, {19, 2}, {19, 3}},
+    };
+    for (const auto& sequence : sequences) {
+        standin_gpu gpu;
+        standin_h100(&gpu, 1);
+        for (const auto& [profile, start] : sequence) {
+            unsigned id = 99;
+            int result = standin_create_gi(&gpu, profile, nullptr, &id);
+            if (start == 99) {
+                EXPECT_EQ(result, STANDIN_INSUFFICIENT_RESOURCES) << profile;
+                continue;
+            }
+            ASSERT_EQ(result, STANDIN_SUCCESS) << profile;
+            EXPECT_EQ(gpu.gis[id].start, start) << profile;
+        }
     }
 }
 
