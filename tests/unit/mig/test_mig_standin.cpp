@@ -1,6 +1,7 @@
 // The stand-in driver's MIG state (tests/fixture/mig_standin.h) against the
 // real machines' output: the profiles and placements of the H100 capture,
 // the GI ids of the A100 capture, and the failures nvml.h documents.
+#include "machine_fixture.hpp"
 #include "mig_standin.h"
 #include "temp_dir.hpp"
 
@@ -10,6 +11,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -272,4 +274,71 @@ TEST(MigStandin, RefusesAStateFileTheDriverCouldNotHaveMade) {
     ASSERT_EQ(standin_load(&gpu, path.c_str()), 0);
     EXPECT_EQ(gpu.gis[2].cis[5].slices, 1u);
     EXPECT_EQ(gpu.gis[2].cis[0].slices, 2u);
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return lstat(path.c_str(), &st) == 0;
+}
+
+} // namespace
+
+TEST(MigStandin, WritesAndRemovesTheCapFilesAsTheDriverDoes) {
+    gpuinit::testing::TempDir dir;
+    std::string caps = dir.path();
+    standin_gpu gpu;
+    standin_h100(&gpu, 1);
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&gpu, 9, nullptr, &gi), STANDIN_SUCCESS); // GI 1
+    ASSERT_EQ(standin_create_ci(&gpu, gi, 1, &ci), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_create_ci(&gpu, gi, 2, &ci), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_write_caps(&gpu, 2, caps.c_str(), 1), 0);
+
+    std::string gi_dir = caps + "/gpu2/mig/gi" + std::to_string(gi);
+    EXPECT_EQ(read_text(gi_dir + "/access"),
+              "DeviceFileMinor: " + std::to_string(gpuinit::testing::oracle_gi_minor(2, gi)) +
+                  "\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
+    EXPECT_EQ(read_text(gi_dir + "/ci1/access"),
+              "DeviceFileMinor: " + std::to_string(gpuinit::testing::oracle_ci_minor(2, gi, 1)) +
+                  "\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
+    struct stat st {};
+    ASSERT_EQ(stat((gi_dir + "/ci0/access").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0444u);
+    ASSERT_EQ(stat(gi_dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0555, 0555u); // the owner's write bit: mig_standin.c
+    EXPECT_FALSE(exists(gi_dir + "/ci2"));
+
+    // Root set DeviceFileModify 0 on CI 0's file: it stays as written, while
+    // the CI does; CI 1 destroyed loses its file; a new GI gets the driver's.
+    std::string kept = gi_dir + "/ci0/access";
+    chmod(kept.c_str(), 0644);
+    {
+        std::ofstream out(kept);
+        out << "DeviceFileMinor: 1\nDeviceFileMode: 292\nDeviceFileModify: 0\n";
+    }
+    ASSERT_EQ(standin_destroy_ci(&gpu, gi, 1), STANDIN_SUCCESS);
+    unsigned other = 0;
+    ASSERT_EQ(standin_create_gi(&gpu, 19, nullptr, &other), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_write_caps(&gpu, 2, caps.c_str(), 0), 0);
+    EXPECT_NE(read_text(kept).find("DeviceFileModify: 0"), std::string::npos);
+    EXPECT_FALSE(exists(gi_dir + "/ci1"));
+    EXPECT_NE(read_text(caps + "/gpu2/mig/gi" + std::to_string(other) + "/access")
+                  .find("DeviceFileModify: 0"),
+              std::string::npos);
+
+    ASSERT_EQ(standin_destroy_ci(&gpu, gi, 0), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_destroy_gi(&gpu, gi), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_write_caps(&gpu, 2, caps.c_str(), 1), 0);
+    EXPECT_FALSE(exists(gi_dir));
+    EXPECT_TRUE(exists(caps + "/gpu2/mig")); // there with or without instances
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <gtest/gtest.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 namespace {
@@ -22,10 +23,12 @@ class StandinSmi : public ::testing::Test {
     void SetUp() override {
         setenv("GPUINIT_STANDIN_MIG", dir_.path().c_str(), 1);
         setenv("GPUINIT_STANDIN_GPUS", "2", 1);
+        setenv("GPUINIT_STANDIN_CAPS", caps_.path().c_str(), 1);
     }
     void TearDown() override {
         unsetenv("GPUINIT_STANDIN_MIG");
         unsetenv("GPUINIT_STANDIN_GPUS");
+        unsetenv("GPUINIT_STANDIN_CAPS");
     }
 
     Ran smi(const std::string& args) {
@@ -56,6 +59,7 @@ class StandinSmi : public ::testing::Test {
     }
 
     gpuinit::testing::TempDir dir_;
+    gpuinit::testing::TempDir caps_;
 };
 
 } // namespace
@@ -98,6 +102,9 @@ TEST_F(StandinSmi, CreatesAtAPlacementWithDefaultCisAndDestroysThem) {
     ran = smi("mig -i 0 -dgi -gi 2");
     EXPECT_NE(ran.status, 0);
     EXPECT_NE(ran.output.find("In use by another client"), std::string::npos) << ran.output;
+    struct stat st {};
+    EXPECT_EQ(lstat((caps_ / "gpu0/mig/gi2/ci0/access").c_str(), &st), 0);
+    EXPECT_EQ(lstat((caps_ / "gpu0/mig/gi4/access").c_str(), &st), 0);
     ran = smi("mig -i 0 -dci -gi 2");
     EXPECT_EQ(ran.output,
               "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID  2\n");
@@ -116,6 +123,8 @@ TEST_F(StandinSmi, CreatesAtAPlacementWithDefaultCisAndDestroysThem) {
     for (const standin_gi& gi : gpu(0).gis) {
         EXPECT_FALSE(gi.used);
     }
+    EXPECT_NE(lstat((caps_ / "gpu0/mig/gi2").c_str(), &st), 0);
+    EXPECT_EQ(lstat((caps_ / "gpu0/mig").c_str(), &st), 0);
 }
 
 TEST_F(StandinSmi, AModeChangeWaitsForTheReset) {
