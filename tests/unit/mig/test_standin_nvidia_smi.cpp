@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -142,4 +144,16 @@ TEST_F(StandinSmi, AModeChangeWaitsForTheReset) {
     EXPECT_EQ(smi("mig -i 0 -cgi 19 -C").status, 0);
     EXPECT_EQ(smi("-i 5 -mig 1").status, 6); // no such GPU
     EXPECT_EQ(smi("mig -i 0 -cgi").status, 2);
+}
+
+TEST_F(StandinSmi, ListsPlacementsAsTheRealH100) {
+    mig_on(0);
+    std::ifstream in(std::string(GPUINIT_TESTS_DIR) +
+                     "/fixture/captures/h100-580.159.04/mig-lgipp.txt");
+    std::stringstream capture;
+    capture << in.rdbuf();
+    ASSERT_FALSE(capture.str().empty());
+    Ran ran = smi("mig -lgipp"); // GPU 1 has MIG off: not listed
+    EXPECT_EQ(ran.status, 0);
+    EXPECT_EQ(ran.output, capture.str());
 }
