@@ -410,6 +410,112 @@ Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
     return rows;
 }
 
+namespace {
+
+// -lgip's header lines, word by word (580.159.04 and 510.47.03 print the
+// same words with different padding).
+bool lgip_header(const std::vector<std::string_view>& w) {
+    static const std::vector<std::vector<std::string_view>> kHeaders = {
+        {"GPU", "instance", "profiles:"},
+        {"GPU", "Name", "ID", "Instances", "Memory", "P2P", "SM", "DEC", "ENC"},
+        {"Free/Total", "GiB", "CE", "JPEG", "OFA"}};
+    return std::find(kHeaders.begin(), kHeaders.end(), w) != kHeaders.end();
+}
+
+// "9.75", "79.25": GiB with two decimals at most.
+bool gib(std::string_view word) {
+    size_t dot = word.find('.');
+    std::string_view whole = word.substr(0, dot);
+    std::string_view part = dot == std::string_view::npos ? "" : word.substr(dot + 1);
+    return number(whole, 1u << 20).has_value() && part.size() <= 2 &&
+           (dot == std::string_view::npos ||
+            (!part.empty() &&
+             std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })));
+}
+
+} // namespace
+
+Result<std::vector<SmiGiProfile>> parse_nvidia_smi_lgip(std::string_view text,
+                                                        std::string_view source) {
+    std::vector<SmiGiProfile> rows;
+    std::set<std::pair<unsigned, unsigned>> ids;
+    std::set<std::pair<unsigned, std::string>> names;
+    bool second_line_due = false;
+    size_t line_no = 0;
+    const std::string row_form = "not a line of nvidia-smi mig -lgip (GPU MIG PROFILE ID "
+                                 "FREE/TOTAL GIB P2P SM DEC ENC, then CE JPEG OFA): ";
+    for (std::string_view raw : split_lines(text)) {
+        ++line_no;
+        std::string_view line = trim(raw);
+        if (line.empty() || line == "No MIG-enabled devices found.") {
+            continue;
+        }
+        if (border(line) || rule_row(line)) {
+            if (second_line_due) {
+                return at(source, line_no, "a profile row without its CE JPEG OFA line");
+            }
+            continue;
+        }
+        auto words = row_words(line);
+        if (!words) {
+            if (auto failure = table_failure(line, source, line_no)) {
+                return *failure;
+            }
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        const std::vector<std::string_view>& w = *words;
+        if (second_line_due) {
+            if (w.size() != 3 || !number(w[0], 255) || !number(w[1], 255) || !number(w[2], 255)) {
+                return at(source, line_no, row_form + quote(line, 96));
+            }
+            second_line_due = false;
+            continue;
+        }
+        if (w.empty() || lgip_header(w)) {
+            continue;
+        }
+        if (w.size() != 10 || w[1] != "MIG" || !gib(w[5]) || (w[6] != "No" && w[6] != "Yes") ||
+            !number(w[7], 1023) || !number(w[8], 255) || !number(w[9], 255)) {
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        size_t slash = w[4].find('/');
+        std::string_view free_text = w[4].substr(0, slash);
+        std::string_view total_text =
+            slash == std::string_view::npos ? std::string_view() : w[4].substr(slash + 1);
+        auto gpu = number(w[0], kMaxSmiIndex);
+        auto id = number(w[3], kMaxProfileId);
+        unsigned free = number(free_text, 255).value_or(256);
+        unsigned total = number(total_text, 255).value_or(256);
+        if (!gpu || !id || total > 255 || free > total) {
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        if (!valid_mig_profile(w[2])) {
+            return at(source, line_no, "not a MIG profile name: " + quote(w[2]));
+        }
+        if (!ids.insert({*gpu, *id}).second) {
+            return at(source, line_no, format("profile %u of GPU %u is listed twice", *id, *gpu));
+        }
+        if (!names.insert({*gpu, std::string(w[2])}).second) {
+            return at(source, line_no,
+                      format("profile %s of GPU %u is listed twice", quote(w[2]).c_str(), *gpu));
+        }
+        rows.push_back({*gpu, std::string(w[2]), *id, free, total, line_no});
+        second_line_due = true;
+    }
+    if (second_line_due) {
+        return at(source, line_no, "a profile row without its CE JPEG OFA line");
+    }
+    return rows;
+}
+
+const SmiGiProfile* find_gi_profile(const std::vector<SmiGiProfile>& rows, unsigned gpu_index,
+                                    std::string_view profile) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const SmiGiProfile& row) {
+        return row.gpu_index == gpu_index && row.profile == profile;
+    });
+    return it == rows.end() ? nullptr : &*it;
+}
+
 Result<std::vector<SmiGpuInstance>> parse_nvidia_smi_lgi(std::string_view text,
                                                          std::string_view source) {
     std::vector<SmiGpuInstance> rows;

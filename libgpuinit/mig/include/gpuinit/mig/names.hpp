@@ -167,6 +167,27 @@ struct SmiPlacements {
 Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
                                                           std::string_view source);
 
+// `nvidia-smi mig -lgip`: each GPU's GPU-instance profiles, name and id,
+// with how many more of each fit now (Free) and on the empty GPU (Total):
+//   |   0  MIG 1g.10gb         19     7/7        9.75       No     16     1     0   |
+//   |                                                               1     1     0   |
+// The second line of a row (CE, JPEG, OFA) is checked and not kept. Profile
+// ids differ between GPU models (1g.10gb is 19 on an H100, 1g.5gb on an
+// A100), so a name is turned into an id per GPU, never by a fixed table.
+struct SmiGiProfile {
+    unsigned gpu_index = 0;
+    std::string profile; // "1g.10gb+me"
+    unsigned profile_id = 0;
+    unsigned free = 0;
+    unsigned total = 0;
+    size_t line = 0;
+};
+Result<std::vector<SmiGiProfile>> parse_nvidia_smi_lgip(std::string_view text,
+                                                        std::string_view source);
+// The row of `profile` on GPU `gpu_index`, or null.
+const SmiGiProfile* find_gi_profile(const std::vector<SmiGiProfile>& rows, unsigned gpu_index,
+                                    std::string_view profile);
+
 // `nvidia-smi -q -x`, only what joins a MIG device index to its GI and CI:
 // per <gpu>, <uuid>, <minor_number>, <product_name> and
 // <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>;
