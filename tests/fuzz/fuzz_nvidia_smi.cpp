@@ -1,7 +1,7 @@
 // nvidia-smi's output (names.hpp): -L, mig -lgi, mig -lci and -q -x, one
-// input cut at NUL bytes into these four texts; each parser alone, then the
-// join and its application to instances. Seeds include the real captures of
-// tests/fixture/captures.
+// input cut at NUL bytes into these four texts (a fifth part is -lgipp, a
+// sixth -lgip); each parser alone, then the join and its application to
+// instances. Seeds include the real captures of tests/fixture/captures.
 #include "fuzz_check.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
 #include "gpuinit/mig/names.hpp"
@@ -86,6 +86,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             for (unsigned start : row.starts) {
                 FUZZ_CHECK(start < 64);
             }
+        }
+    }
+
+    if (parts.size() > 5) {
+        auto lgip = parse_nvidia_smi_lgip(parts[5], "mig-lgip.txt");
+        check_parse(lgip, parts[5], "mig-lgip.txt");
+        for (const SmiGiProfile& row : lgip.value_or({})) {
+            FUZZ_CHECK(valid_mig_profile(row.profile) && row.profile_id <= 255);
+            FUZZ_CHECK(row.free <= row.total && row.total <= 255);
+            const SmiGiProfile* found = find_gi_profile(*lgip, row.gpu_index, row.profile);
+            FUZZ_CHECK(found != nullptr && found->profile_id == row.profile_id);
         }
     }
 

@@ -465,8 +465,10 @@ void add_captures(Corpus& corpus, const std::string& source_dir) {
         std::string lci = capture_file(dir, "mig-lci.txt");
         std::string xml = capture_file(dir, "q.xml");
         std::string lgipp = capture_file(dir, "mig-lgipp.txt");
-        corpus.add("nvidia_smi", lgipp.empty() ? joined({list, lgi, lci, xml})
-                                               : joined({list, lgi, lci, xml, lgipp}));
+        std::string lgip = capture_file(dir, "mig-lgip.txt");
+        corpus.add("nvidia_smi", !lgip.empty()   ? joined({list, lgi, lci, xml, lgipp, lgip})
+                                 : lgipp.empty() ? joined({list, lgi, lci, xml})
+                                                 : joined({list, lgi, lci, xml, lgipp}));
         if (!list.empty()) {
             corpus.add("nvidia_smi", list);
         }
