@@ -2,6 +2,7 @@
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -46,7 +47,7 @@ TEST(Pci, NvidiaGpusInAddressOrder) {
     // not NVIDIA GPUs; domains sort numerically (ffff before 10000).
     EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0", "0000:27:00.0",
                                                           "ffff:00:00.0", "10000:00:01.0"}));
-    EXPECT_EQ((*gpus)[2].pci_class, 0x038000u);
+    EXPECT_EQ((*gpus)[2].pci_class, 0x0380u);
     auto one = scan_nvidia_gpus(*root, std::string("0000:27:00.0"));
     ASSERT_TRUE(one);
     EXPECT_EQ(addresses(*one), (std::vector<std::string>{"0000:27:00.0"}));
@@ -56,12 +57,12 @@ TEST(Pci, NvidiaGpusInAddressOrder) {
 }
 
 TEST(Pci, ClassesThatCount) {
-    EXPECT_TRUE(is_gpu_class(0x030000));
-    EXPECT_TRUE(is_gpu_class(0x030200));
-    EXPECT_TRUE(is_gpu_class(0x038000));
-    EXPECT_FALSE(is_gpu_class(0x040300));
-    EXPECT_FALSE(is_gpu_class(0x0c0330));
-    EXPECT_FALSE(is_gpu_class(0x068000));
+    EXPECT_TRUE(is_gpu_class(0x0300));
+    EXPECT_TRUE(is_gpu_class(0x0302));
+    EXPECT_TRUE(is_gpu_class(0x0380));
+    EXPECT_FALSE(is_gpu_class(0x0403));
+    EXPECT_FALSE(is_gpu_class(0x0c03));
+    EXPECT_FALSE(is_gpu_class(0x0680));
 }
 
 TEST(Pci, BrokenEntriesAreErrorsThatNameThem) {
@@ -199,6 +200,205 @@ TEST(Pci, KnownFunctionsAreNeitherOpenedNorReturned) {
     ASSERT_TRUE(gpus) << gpus.error().text();
     EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:27:00.0"}));
     EXPECT_FALSE(scan_nvidia_gpus(*root));
+}
+
+// A copied tree is shaped like sysfs: devices/<address> is a relative
+// symlink into sys/devices. libpci follows it, and so does the check.
+TEST(Pci, RelativeLinksInsideTheRootAreWalked) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(2), dir.path()));
+    std::string devices = dir / "sys/bus/pci/devices";
+    std::string real = dir / "sys/devices/pci0000:00";
+    std::filesystem::create_directories(real);
+    for (const auto& entry : std::filesystem::directory_iterator(devices)) {
+        std::string name = entry.path().filename();
+        std::filesystem::rename(entry.path(), real + "/" + name);
+        std::filesystem::create_directory_symlink("../../../devices/pci0000:00/" + name,
+                                                  entry.path());
+    }
+    ASSERT_EQ(::unlink((dir / "proc/bus/pci/devices").c_str()), 0); // every function is read
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(addresses(*gpus), (std::vector<std::string>{"0000:17:00.0", "0000:27:00.0"}));
+}
+
+// libpci opens by path and follows symlinks: a link out of the root would
+// have it read the host's files. The check refuses it first, naming it.
+TEST(Pci, ALinkOutOfTheRootIsRefused) {
+    TempDir outside;
+    put(outside / "class", "0x030200\n");
+    put(outside / "vendor", "0x10de\n");
+    put(outside / "device", "0x20b5\n");
+    for (bool whole_function : {false, true}) {
+        TempDir dir;
+        ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+        std::string function = dir / "sys/bus/pci/devices/0000:17:00.0";
+        std::string link = whole_function ? function : function + "/class";
+        std::filesystem::remove_all(link);
+        std::filesystem::create_symlink(whole_function ? outside.path() : outside / "class", link);
+        auto root = Sysroot::open(dir.path());
+        ASSERT_TRUE(root);
+        auto gpus = scan_nvidia_gpus(*root);
+        ASSERT_FALSE(gpus) << whole_function;
+        EXPECT_NE(gpus.error().text().find(function + "/class resolves outside " + dir.path()),
+                  std::string::npos)
+            << gpus.error().text();
+        // The same by address, without a walk.
+        auto one = scan_nvidia_gpus(*root, std::string("0000:17:00.0"));
+        ASSERT_FALSE(one);
+        EXPECT_NE(one.error().text().find("resolves outside"), std::string::npos);
+    }
+    // ".." that climbs out of the root is refused the same way.
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    std::string class_file = dir / "sys/bus/pci/devices/0000:17:00.0/class";
+    ASSERT_EQ(::unlink(class_file.c_str()), 0);
+    std::string up;
+    for (const char c : class_file) {
+        if (c == '/') {
+            up += "../";
+        }
+    }
+    ASSERT_EQ(::symlink((up + outside.path().substr(1) + "/class").c_str(), class_file.c_str()), 0);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find("resolves outside"), std::string::npos)
+        << gpus.error().text();
+}
+
+TEST(Pci, ADevicesDirectoryThatIsALinkIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    std::string devices = dir / "sys/bus/pci/devices";
+    std::filesystem::rename(devices, devices + ".real");
+    std::filesystem::create_directory_symlink("devices.real", devices);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find(devices + " is not a directory"), std::string::npos)
+        << gpus.error().text();
+}
+
+// Every attribute libpci opens is checked first: a FIFO would block its
+// open() (no O_NONBLOCK in sysfs.c), here or by address.
+TEST(Pci, AFifoLibpciWouldOpenIsRefusedNotWaitedOn) {
+    for (const char* trap : {"0000:00:00.0/device", "0000:17:00.0/class"}) {
+        TempDir dir;
+        ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+        ASSERT_EQ(::unlink((dir / "proc/bus/pci/devices").c_str()), 0);
+        std::string path = dir / "sys/bus/pci/devices/" + trap;
+        ASSERT_EQ(::unlink(path.c_str()), 0);
+        ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+        auto root = Sysroot::open(dir.path());
+        ASSERT_TRUE(root);
+        auto gpus = scan_nvidia_gpus(*root);
+        ASSERT_FALSE(gpus) << trap;
+        EXPECT_NE(gpus.error().text().find(path + " is not a regular file"), std::string::npos)
+            << gpus.error().text();
+        if (std::string(trap).starts_with("0000:17:00.0")) {
+            auto one = scan_nvidia_gpus(*root, std::string("17:00.0"));
+            ASSERT_FALSE(one);
+            EXPECT_NE(one.error().text().find(path + " is not a regular file"), std::string::npos)
+                << one.error().text();
+            auto absent = scan_nvidia_gpus(*root, std::string("0000:99:00.0"));
+            ASSERT_TRUE(absent) << absent.error().text();
+            EXPECT_TRUE(absent->empty());
+        }
+    }
+}
+
+// libpci's error handler must not return; ours leaves the walk with one
+// line that names the entry, and the process goes on (libpci's own would
+// exit(1)).
+TEST(Pci, EntriesLibpciRefusesAreErrorsNotExits) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    std::string devices = dir / "sys/bus/pci/devices";
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    ASSERT_EQ(::mkdir((devices + "/80000000:00:00.0").c_str(), 0755), 0);
+    auto big_domain = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(big_domain);
+    EXPECT_NE(big_domain.error().text().find(devices + ": libpci: sysfs_scan: Invalid domain"),
+              std::string::npos)
+        << big_domain.error().text();
+    ASSERT_EQ(::rmdir((devices + "/80000000:00:00.0").c_str()), 0);
+    ASSERT_EQ(::mkdir((devices + "/0000:00:00.9").c_str(), 0755), 0);
+    auto function_9 = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(function_9);
+    EXPECT_NE(function_9.error().text().find(devices + "/0000:00:00.9: not a PCI address"),
+              std::string::npos)
+        << function_9.error().text();
+    ASSERT_EQ(::rmdir((devices + "/0000:00:00.9").c_str()), 0);
+    ASSERT_EQ(::mkdir((devices + "/bad\nname").c_str(), 0755), 0);
+    auto control = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(control);
+    EXPECT_EQ(control.error().text().find('\n'), std::string::npos) << control.error().text();
+    EXPECT_NE(control.error().text().find("not a PCI address"), std::string::npos);
+}
+
+constexpr const char* kFixturePciIds = "# pci.ids as the test writes it\n"
+                                       "10de  NVIDIA Corporation\n"
+                                       "\t20b5  GA100 [A100 PCIe 80GB]\n"
+                                       "\t2331  GH100 [H100 PCIe]\n"
+                                       "8086  Intel Corporation\n"
+                                       "\t1237  440FX - 82441FX PMC [Natoma]\n";
+
+FakeMachine with_unlisted_gpus() {
+    FakeMachine machine = workstation(1);
+    machine.pci.push_back({"0000:a0:00.0", 0x10de, 0x2331, 0x030200, std::nullopt, "", ""});
+    machine.pci.push_back({"10000:00:01.0", 0x10de, 0x2336, 0x030200, std::nullopt, "", ""});
+    return machine;
+}
+
+TEST(PciNames, FromTheRootsPciIds) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    put(dir / "usr/share/misc/pci.ids", kFixturePciIds);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(
+        *root, {"0000:17:00.0", "0000:a0:00.0", "10000:00:01.0", "0000:99:00.0", "garbage"},
+        diagnostics);
+    // 10de:2336 is not in this pci.ids, 0000:99:00.0 is not on the bus.
+    EXPECT_EQ(names, (std::vector<std::string>{"GA100 [A100 PCIe 80GB]", "GH100 [H100 PCIe]", "",
+                                               "", ""}));
+    EXPECT_TRUE(diagnostics.empty());
+}
+
+TEST(PciNames, NoPciIdsIsNoNamesAndNoError) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:17:00.0", "0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{"", ""}));
+    EXPECT_TRUE(diagnostics.empty());
+}
+
+TEST(PciNames, APciIdsLibpciCannotParseIsAWarning) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    put(dir / "usr/share/misc/pci.ids", "10de  NVIDIA Corporation\n\t\t\t\t2331  deep\n");
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(
+        diagnostics.items()[0].text().find(dir / "usr/share/misc/pci.ids: libpci: Parse error"),
+        std::string::npos)
+        << diagnostics.items()[0].text();
 }
 
 } // namespace gpuinit
