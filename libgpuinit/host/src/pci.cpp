@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -278,6 +279,63 @@ int open_resolved(int dir_fd, const char* rel, int flags, uint64_t resolve) {
     return fd;
 }
 
+// "/proc/self/fd/N" when it reaches the same file (proc mounted), else
+// `fallback`.
+std::string fd_path(int fd, std::string fallback) {
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    struct stat by_fd {
+    }, by_path{};
+    if (::fstat(fd, &by_fd) == 0 && ::stat(path, &by_path) == 0 && by_fd.st_dev == by_path.st_dev &&
+        by_fd.st_ino == by_path.st_ino) {
+        return path;
+    }
+    return fallback;
+}
+
+// pci.ids (its checked fd) copied into a memfd, at most kPciIdsMaxBytes.
+// Refused gzip-compressed: a libpci built with zlib (Debian's libpci3)
+// inflates it as it parses, so its size would bound nothing, and the static
+// libpci (no zlib) cannot read it.
+Result<UniqueFd> private_pci_ids(int fd, const std::string& shown) {
+    UniqueFd copy(::memfd_create("pci.ids", MFD_CLOEXEC));
+    if (!copy.valid()) {
+        return errno_error("cannot copy " + shown + " (memfd_create)");
+    }
+    char buffer[65536];
+    size_t total = 0;
+    for (;;) {
+        auto n = read_some(fd, buffer, sizeof buffer, shown);
+        if (!n) {
+            return n.error();
+        }
+        if (*n == 0) {
+            break;
+        }
+        total += *n;
+        if (total > kPciIdsMaxBytes) {
+            return error(format("%s is larger than %zu bytes, more than any real pci.ids; refusing "
+                                "to parse it",
+                                shown.c_str(), kPciIdsMaxBytes),
+                         EFBIG);
+        }
+        for (size_t done = 0; done < *n;) {
+            ssize_t wrote = ::write(copy.get(), buffer + done, *n - done);
+            if (wrote < 0 && errno != EINTR) {
+                return errno_error("cannot copy " + shown);
+            }
+            done += wrote > 0 ? static_cast<size_t>(wrote) : 0;
+        }
+    }
+    unsigned char magic[2] = {};
+    if (::pread(copy.get(), magic, sizeof magic, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        return error(shown + " is gzip-compressed; libpci is given plain text only (Debian's "
+                             "pci.ids package installs it so)",
+                     EINVAL);
+    }
+    return copy;
+}
+
 // A libpci context on the root's sys/bus/pci, and the checks that go
 // before every path it opens. libpci opens by path and follows symlinks
 // (sysfs.c: opendir, open(O_RDONLY) without O_NONBLOCK), so in a copied
@@ -475,20 +533,6 @@ class PciSession {
 
   private:
     static constexpr const char* kPciDir = "sys/bus/pci";
-
-    // "/proc/self/fd/N" when it reaches the same directory (proc mounted),
-    // else `fallback`.
-    static std::string fd_path(int fd, std::string fallback) {
-        char path[32];
-        std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        struct stat by_fd {
-        }, by_path{};
-        if (::fstat(fd, &by_fd) == 0 && ::stat(path, &by_path) == 0 &&
-            by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino) {
-            return path;
-        }
-        return fallback;
-    }
 
     // Checks devices/<name>/<attribute> (devices/<name> without one) as the
     // class comment says; the error names the path.
@@ -783,28 +827,33 @@ std::vector<std::string> pci_device_names(const Sysroot& root, const std::vector
         return names;
     }
     // The root's pci.ids, checked by Sysroot (inside the root, a regular
-    // file) and handed to libpci as /proc/self/fd/N: it reopens that very
-    // file. Without /proc, its path under the root.
+    // file), copied into a memfd of ours and handed to libpci as
+    // /proc/self/fd/N: libpci parses the whole file into memory, and the
+    // tree's owner could otherwise grow the very file it reopens after any
+    // size check. Without /proc, its path under the root, size checked.
     std::string shown_ids = root.display(kPciIdsPath);
+    auto no_names = [&](const std::string& why) {
+        diagnostics.warning(why + "; GPUs are shown without pci.ids names");
+        return names;
+    };
     auto ids = root.open_file(kPciIdsPath);
     if (!ids) {
         if (ids.error().code != ENOENT && ids.error().code != ENOTDIR) {
-            diagnostics.warning(ids.error().text() + "; GPUs are shown without pci.ids names");
+            return no_names(ids.error().text());
         }
         return names;
     }
-    char fd_name[32];
-    std::snprintf(fd_name, sizeof fd_name, "/proc/self/fd/%d", ids->get());
-    struct stat by_fd {
-    }, by_path{};
-    std::string ids_path = ::fstat(ids->get(), &by_fd) == 0 && ::stat(fd_name, &by_path) == 0 &&
-                                   by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino
-                               ? std::string(fd_name)
-                               : root.path(kPciIdsPath);
+    auto copy = private_pci_ids(ids->get(), shown_ids);
+    if (!copy) {
+        return no_names(copy.error().text());
+    }
+    std::string ids_path = fd_path(copy->get(), "");
+    if (ids_path.empty()) {
+        ids_path = root.path(kPciIdsPath);
+    }
     PciSession session(root);
     if (auto opened = session.open(); !opened) {
-        diagnostics.warning(opened.error().text() + "; GPUs are shown without pci.ids names");
-        return names;
+        return no_names(opened.error().text());
     }
     pci_set_name_list_path(session.access(), const_cast<char*>(ids_path.c_str()), 0);
     for (size_t i = 0; i < bdfs.size(); ++i) {

@@ -2,6 +2,7 @@
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -398,6 +399,55 @@ TEST(PciNames, APciIdsLibpciCannotParseIsAWarning) {
     EXPECT_NE(
         diagnostics.items()[0].text().find(dir / "usr/share/misc/pci.ids: libpci: Parse error"),
         std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// pci.ids is parsed whole into libpci's hash, every entry an allocation: a
+// tree's owner could hand a root tool gigabytes to parse. One larger than
+// any real pci.ids (Debian's is 1.3 MB) gives no names, and a warning.
+TEST(PciNames, APciIdsLargerThanAnyRealOneIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    std::string text = kFixturePciIds;
+    std::string comment = "# " + std::string(1000, 'x') + "\n";
+    while (text.size() <= kPciIdsMaxBytes) {
+        text += comment;
+    }
+    put(dir / "usr/share/misc/pci.ids", text);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("larger than"), std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// A dynamic libpci built with zlib (Debian's) inflates a gzip-compressed
+// pci.ids as it reads it, so its size says nothing of what is parsed; the
+// static one cannot read it at all. Refused in both, the same way.
+TEST(PciNames, ACompressedPciIdsIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    // gzip -n of "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe]\n".
+    constexpr unsigned char kGzip[] = {
+        0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x33, 0x34, 0x48, 0x49,
+        0x55, 0x50, 0xf0, 0x0b, 0xf3, 0x74, 0xf1, 0x74, 0x54, 0x70, 0xce, 0x2f, 0x2a, 0xc8,
+        0x2f, 0x4a, 0x2c, 0xc9, 0xcc, 0xcf, 0xe3, 0xe2, 0x34, 0x32, 0x36, 0x36, 0x54, 0x50,
+        0x70, 0xf7, 0x30, 0x34, 0x30, 0x50, 0x88, 0x06, 0x93, 0x01, 0xce, 0x9e, 0xa9, 0xb1,
+        0x5c, 0x00, 0x61, 0xf1, 0x54, 0x7e, 0x32, 0x00, 0x00, 0x00};
+    put(dir / "usr/share/misc/pci.ids",
+        std::string(reinterpret_cast<const char*>(kGzip), sizeof kGzip));
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("compressed"), std::string::npos)
         << diagnostics.items()[0].text();
 }
 
