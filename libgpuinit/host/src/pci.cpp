@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -429,6 +430,16 @@ class PciSession {
 
     // libpci's walk of devices/: every function it lists, unsorted.
     Result<std::vector<Function>> scan() {
+        if (!on_sysfs_) {
+            // libpci's walk keeps a record of every entry, whatever it is,
+            // before anything can be checked: a copied tree's size is its
+            // owner's to choose. (A directory swapped in after this count
+            // is the race "libpci and the sysroot" describes.)
+            if (auto counted = count_entries(pci_dir_.get(), root_.display(kPciDevicesPath));
+                !counted) {
+                return counted.error();
+            }
+        }
         if (!guarded<pci_access>(
                 guard_, [](pci_access* a) { pci_scan_bus(a); }, access_)) {
             // sysfs.c, sysfs_scan: an entry its sscanf("%x:%x:%x.%d") cannot
@@ -533,6 +544,38 @@ class PciSession {
 
   private:
     static constexpr const char* kPciDir = "sys/bus/pci";
+
+    // Fails when `dir_fd`'s devices/ has more than kPciMaxFunctions
+    // entries; reads no further than that.
+    static Status count_entries(int dir_fd, const std::string& shown) {
+        UniqueFd devices(
+            ::openat(dir_fd, "devices", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!devices.valid()) {
+            return errno_error("cannot open " + shown);
+        }
+        alignas(8) char buffer[32768];
+        size_t entries = 0;
+        for (;;) {
+            long n = ::syscall(SYS_getdents64, devices.get(), buffer, sizeof buffer);
+            if (n < 0) {
+                return errno_error("cannot list " + shown);
+            }
+            if (n == 0) {
+                return {};
+            }
+            for (long offset = 0; offset < n;) {
+                const auto* entry = reinterpret_cast<const dirent64*>(buffer + offset);
+                offset += entry->d_reclen;
+                // libpci skips names that start with a dot.
+                if (entry->d_name[0] != '.' && ++entries > kPciMaxFunctions) {
+                    return error(format("%s has more than %zu entries, more than a PCI domain "
+                                        "has functions; refusing to walk it",
+                                        shown.c_str(), kPciMaxFunctions),
+                                 E2BIG);
+                }
+            }
+        }
+    }
 
     // Checks devices/<name>/<attribute> (devices/<name> without one) as the
     // class comment says; the error names the path.

@@ -313,6 +313,29 @@ TEST(Pci, AFifoLibpciWouldOpenIsRefusedNotWaitedOn) {
     }
 }
 
+// libpci's walk keeps a record of every entry before anything is checked:
+// a copied tree (not sysfs) with more entries than a PCI domain has
+// functions is refused before libpci sees it.
+TEST(Pci, ACopiedTreeWithMoreEntriesThanAnyBusIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    std::string devices = dir / "sys/bus/pci/devices";
+    char name[32];
+    for (size_t domain = 1; domain <= kPciMaxFunctions; ++domain) {
+        std::snprintf(name, sizeof name, "/%04zx:00:00.0", domain);
+        ASSERT_EQ(::symlink("0000:00:00.0", (devices + name).c_str()), 0) << name;
+    }
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find(devices + " has more than 65536 entries"), std::string::npos)
+        << gpus.error().text();
+    // --device looks at one function and never walks.
+    auto one = scan_nvidia_gpus(*root, std::string("0000:17:00.0"));
+    EXPECT_TRUE(one) << one.error().text();
+}
+
 // libpci's error handler must not return; ours leaves the walk with one
 // line that names the entry, and the process goes on (libpci's own would
 // exit(1)).

@@ -30,6 +30,10 @@ inline constexpr std::string_view kPciIdsPath = "usr/share/misc/pci.ids";
 // The most of pci.ids read (Debian's is 1.3 MB and grows by about 0.1 MB a
 // year): libpci parses the whole file into memory.
 inline constexpr size_t kPciIdsMaxBytes = size_t{16} << 20;
+// The most entries a copied tree's sys/bus/pci/devices may have: one PCI
+// domain has at most 65536 functions (256 buses of 256), and real machines
+// have a few hundred. libpci keeps a 424-byte record of every entry.
+inline constexpr size_t kPciMaxFunctions = size_t{1} << 16;
 
 struct PciFunction {
     std::string bdf;        // canonical "dddd:bb:dd.f" (the domain may have 5 digits)
