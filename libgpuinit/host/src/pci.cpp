@@ -879,14 +879,39 @@ std::vector<std::string> pci_device_names(const Sysroot& root, const std::vector
         diagnostics.warning(why + "; GPUs are shown without pci.ids names");
         return names;
     };
-    auto ids = root.open_file(kPciIdsPath);
-    if (!ids) {
-        if (ids.error().code != ENOENT && ids.error().code != ENOTDIR) {
-            return no_names(ids.error().text());
+    // Looked at through O_PATH before it is opened: Sysroot::open_file opens
+    // first (O_NONBLOCK) and checks after, and opening a device node of a
+    // copied /dev, or a FIFO a writer waits on, is already an effect.
+    // Resolved as Sysroot resolves (inside the root), without openat2 as
+    // Sysroot::open_file does.
+    UniqueFd ids(open_resolved(root.fd(), std::string(kPciIdsPath).c_str(), kCheckFlags,
+                               RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS));
+    if (ids.valid()) {
+        struct stat st {};
+        if (::fstat(ids.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+            return no_names(shown_ids + " is not a regular file; refusing to read it");
+        }
+        std::string reopen = fd_path(ids.get(), "");
+        ids.reset(reopen.empty()
+                      ? -1
+                      : ::open(reopen.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    } else if (errno != ENOSYS) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            return no_names(errno_error("cannot open " + shown_ids).text());
         }
         return names;
     }
-    auto copy = private_pci_ids(ids->get(), shown_ids);
+    if (!ids.valid()) {
+        auto opened = root.open_file(kPciIdsPath); // no openat2 or /proc: checked after opening
+        if (!opened) {
+            if (opened.error().code != ENOENT && opened.error().code != ENOTDIR) {
+                return no_names(opened.error().text());
+            }
+            return names;
+        }
+        ids = std::move(*opened);
+    }
+    auto copy = private_pci_ids(ids.get(), shown_ids);
     if (!copy) {
         return no_names(copy.error().text());
     }

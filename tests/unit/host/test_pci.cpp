@@ -2,11 +2,15 @@
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -471,6 +475,43 @@ TEST(PciNames, ACompressedPciIdsIsRefused) {
     EXPECT_EQ(names, (std::vector<std::string>{""}));
     ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
     EXPECT_NE(diagnostics.items()[0].text().find("compressed"), std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// pci.ids as a FIFO a writer waits on: opening it for reading, even with
+// O_NONBLOCK, would let the writer's open() return. It is refused without
+// being opened.
+TEST(PciNames, APciIdsThatIsAFifoIsNotOpened) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    std::string fifo = dir / "usr/share/misc/pci.ids";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+    std::atomic<bool> writer_opened{false};
+    std::thread writer([&] {
+        int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC); // waits for a reader
+        writer_opened = true;
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the writer waits
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    bool opened_by_us = writer_opened.load();
+    // Let the writer go: open it for reading here.
+    int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    writer.join();
+    if (reader >= 0) {
+        ::close(reader);
+    }
+    EXPECT_FALSE(opened_by_us) << "pci.ids (a FIFO) was opened";
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("not a regular file"), std::string::npos)
         << diagnostics.items()[0].text();
 }
 
