@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -278,6 +280,63 @@ int open_resolved(int dir_fd, const char* rel, int flags, uint64_t resolve) {
     return fd;
 }
 
+// "/proc/self/fd/N" when it reaches the same file (proc mounted), else
+// `fallback`.
+std::string fd_path(int fd, std::string fallback) {
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    struct stat by_fd {
+    }, by_path{};
+    if (::fstat(fd, &by_fd) == 0 && ::stat(path, &by_path) == 0 && by_fd.st_dev == by_path.st_dev &&
+        by_fd.st_ino == by_path.st_ino) {
+        return path;
+    }
+    return fallback;
+}
+
+// pci.ids (its checked fd) copied into a memfd, at most kPciIdsMaxBytes.
+// Refused gzip-compressed: a libpci built with zlib (Debian's libpci3)
+// inflates it as it parses, so its size would bound nothing, and the static
+// libpci (no zlib) cannot read it.
+Result<UniqueFd> private_pci_ids(int fd, const std::string& shown) {
+    UniqueFd copy(::memfd_create("pci.ids", MFD_CLOEXEC));
+    if (!copy.valid()) {
+        return errno_error("cannot copy " + shown + " (memfd_create)");
+    }
+    char buffer[65536];
+    size_t total = 0;
+    for (;;) {
+        auto n = read_some(fd, buffer, sizeof buffer, shown);
+        if (!n) {
+            return n.error();
+        }
+        if (*n == 0) {
+            break;
+        }
+        total += *n;
+        if (total > kPciIdsMaxBytes) {
+            return error(format("%s is larger than %zu bytes, more than any real pci.ids; refusing "
+                                "to parse it",
+                                shown.c_str(), kPciIdsMaxBytes),
+                         EFBIG);
+        }
+        for (size_t done = 0; done < *n;) {
+            ssize_t wrote = ::write(copy.get(), buffer + done, *n - done);
+            if (wrote < 0 && errno != EINTR) {
+                return errno_error("cannot copy " + shown);
+            }
+            done += wrote > 0 ? static_cast<size_t>(wrote) : 0;
+        }
+    }
+    unsigned char magic[2] = {};
+    if (::pread(copy.get(), magic, sizeof magic, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        return error(shown + " is gzip-compressed; libpci is given plain text only (Debian's "
+                             "pci.ids package installs it so)",
+                     EINVAL);
+    }
+    return copy;
+}
+
 // A libpci context on the root's sys/bus/pci, and the checks that go
 // before every path it opens. libpci opens by path and follows symlinks
 // (sysfs.c: opendir, open(O_RDONLY) without O_NONBLOCK), so in a copied
@@ -371,6 +430,16 @@ class PciSession {
 
     // libpci's walk of devices/: every function it lists, unsorted.
     Result<std::vector<Function>> scan() {
+        if (!on_sysfs_) {
+            // libpci's walk keeps a record of every entry, whatever it is,
+            // before anything can be checked: a copied tree's size is its
+            // owner's to choose. (A directory swapped in after this count
+            // is the race "libpci and the sysroot" describes.)
+            if (auto counted = count_entries(pci_dir_.get(), root_.display(kPciDevicesPath));
+                !counted) {
+                return counted.error();
+            }
+        }
         if (!guarded<pci_access>(
                 guard_, [](pci_access* a) { pci_scan_bus(a); }, access_)) {
             // sysfs.c, sysfs_scan: an entry its sscanf("%x:%x:%x.%d") cannot
@@ -476,18 +545,36 @@ class PciSession {
   private:
     static constexpr const char* kPciDir = "sys/bus/pci";
 
-    // "/proc/self/fd/N" when it reaches the same directory (proc mounted),
-    // else `fallback`.
-    static std::string fd_path(int fd, std::string fallback) {
-        char path[32];
-        std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        struct stat by_fd {
-        }, by_path{};
-        if (::fstat(fd, &by_fd) == 0 && ::stat(path, &by_path) == 0 &&
-            by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino) {
-            return path;
+    // Fails when `dir_fd`'s devices/ has more than kPciMaxFunctions
+    // entries; reads no further than that.
+    static Status count_entries(int dir_fd, const std::string& shown) {
+        UniqueFd devices(
+            ::openat(dir_fd, "devices", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!devices.valid()) {
+            return errno_error("cannot open " + shown);
         }
-        return fallback;
+        alignas(8) char buffer[32768];
+        size_t entries = 0;
+        for (;;) {
+            long n = ::syscall(SYS_getdents64, devices.get(), buffer, sizeof buffer);
+            if (n < 0) {
+                return errno_error("cannot list " + shown);
+            }
+            if (n == 0) {
+                return {};
+            }
+            for (long offset = 0; offset < n;) {
+                const auto* entry = reinterpret_cast<const dirent64*>(buffer + offset);
+                offset += entry->d_reclen;
+                // libpci skips names that start with a dot.
+                if (entry->d_name[0] != '.' && ++entries > kPciMaxFunctions) {
+                    return error(format("%s has more than %zu entries, more than a PCI domain "
+                                        "has functions; refusing to walk it",
+                                        shown.c_str(), kPciMaxFunctions),
+                                 E2BIG);
+                }
+            }
+        }
     }
 
     // Checks devices/<name>/<attribute> (devices/<name> without one) as the
@@ -783,28 +870,58 @@ std::vector<std::string> pci_device_names(const Sysroot& root, const std::vector
         return names;
     }
     // The root's pci.ids, checked by Sysroot (inside the root, a regular
-    // file) and handed to libpci as /proc/self/fd/N: it reopens that very
-    // file. Without /proc, its path under the root.
+    // file), copied into a memfd of ours and handed to libpci as
+    // /proc/self/fd/N: libpci parses the whole file into memory, and the
+    // tree's owner could otherwise grow the very file it reopens after any
+    // size check. Without /proc, its path under the root, size checked.
     std::string shown_ids = root.display(kPciIdsPath);
-    auto ids = root.open_file(kPciIdsPath);
-    if (!ids) {
-        if (ids.error().code != ENOENT && ids.error().code != ENOTDIR) {
-            diagnostics.warning(ids.error().text() + "; GPUs are shown without pci.ids names");
+    auto no_names = [&](const std::string& why) {
+        diagnostics.warning(why + "; GPUs are shown without pci.ids names");
+        return names;
+    };
+    // Looked at through O_PATH before it is opened: Sysroot::open_file opens
+    // first (O_NONBLOCK) and checks after, and opening a device node of a
+    // copied /dev, or a FIFO a writer waits on, is already an effect.
+    // Resolved as Sysroot resolves (inside the root), without openat2 as
+    // Sysroot::open_file does.
+    UniqueFd ids(open_resolved(root.fd(), std::string(kPciIdsPath).c_str(), kCheckFlags,
+                               RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS));
+    if (ids.valid()) {
+        struct stat st {};
+        if (::fstat(ids.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+            return no_names(shown_ids + " is not a regular file; refusing to read it");
+        }
+        std::string reopen = fd_path(ids.get(), "");
+        ids.reset(reopen.empty()
+                      ? -1
+                      : ::open(reopen.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    } else if (errno != ENOSYS) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            return no_names(errno_error("cannot open " + shown_ids).text());
         }
         return names;
     }
-    char fd_name[32];
-    std::snprintf(fd_name, sizeof fd_name, "/proc/self/fd/%d", ids->get());
-    struct stat by_fd {
-    }, by_path{};
-    std::string ids_path = ::fstat(ids->get(), &by_fd) == 0 && ::stat(fd_name, &by_path) == 0 &&
-                                   by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino
-                               ? std::string(fd_name)
-                               : root.path(kPciIdsPath);
+    if (!ids.valid()) {
+        auto opened = root.open_file(kPciIdsPath); // no openat2 or /proc: checked after opening
+        if (!opened) {
+            if (opened.error().code != ENOENT && opened.error().code != ENOTDIR) {
+                return no_names(opened.error().text());
+            }
+            return names;
+        }
+        ids = std::move(*opened);
+    }
+    auto copy = private_pci_ids(ids.get(), shown_ids);
+    if (!copy) {
+        return no_names(copy.error().text());
+    }
+    std::string ids_path = fd_path(copy->get(), "");
+    if (ids_path.empty()) {
+        ids_path = root.path(kPciIdsPath);
+    }
     PciSession session(root);
     if (auto opened = session.open(); !opened) {
-        diagnostics.warning(opened.error().text() + "; GPUs are shown without pci.ids names");
-        return names;
+        return no_names(opened.error().text());
     }
     pci_set_name_list_path(session.access(), const_cast<char*>(ids_path.c_str()), 0);
     for (size_t i = 0; i < bdfs.size(); ++i) {

@@ -2,10 +2,15 @@
 #include "machine_fixture.hpp"
 #include "temp_dir.hpp"
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace gpuinit {
@@ -312,6 +317,29 @@ TEST(Pci, AFifoLibpciWouldOpenIsRefusedNotWaitedOn) {
     }
 }
 
+// libpci's walk keeps a record of every entry before anything is checked:
+// a copied tree (not sysfs) with more entries than a PCI domain has
+// functions is refused before libpci sees it.
+TEST(Pci, ACopiedTreeWithMoreEntriesThanAnyBusIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    std::string devices = dir / "sys/bus/pci/devices";
+    char name[32];
+    for (size_t domain = 1; domain <= kPciMaxFunctions; ++domain) {
+        std::snprintf(name, sizeof name, "/%04zx:00:00.0", domain);
+        ASSERT_EQ(::symlink("0000:00:00.0", (devices + name).c_str()), 0) << name;
+    }
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    auto gpus = scan_nvidia_gpus(*root);
+    ASSERT_FALSE(gpus);
+    EXPECT_NE(gpus.error().text().find(devices + " has more than 65536 entries"), std::string::npos)
+        << gpus.error().text();
+    // --device looks at one function and never walks.
+    auto one = scan_nvidia_gpus(*root, std::string("0000:17:00.0"));
+    EXPECT_TRUE(one) << one.error().text();
+}
+
 // libpci's error handler must not return; ours leaves the walk with one
 // line that names the entry, and the process goes on (libpci's own would
 // exit(1)).
@@ -398,6 +426,92 @@ TEST(PciNames, APciIdsLibpciCannotParseIsAWarning) {
     EXPECT_NE(
         diagnostics.items()[0].text().find(dir / "usr/share/misc/pci.ids: libpci: Parse error"),
         std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// pci.ids is parsed whole into libpci's hash, every entry an allocation: a
+// tree's owner could hand a root tool gigabytes to parse. One larger than
+// any real pci.ids (Debian's is 1.3 MB) gives no names, and a warning.
+TEST(PciNames, APciIdsLargerThanAnyRealOneIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    std::string text = kFixturePciIds;
+    std::string comment = "# " + std::string(1000, 'x') + "\n";
+    while (text.size() <= kPciIdsMaxBytes) {
+        text += comment;
+    }
+    put(dir / "usr/share/misc/pci.ids", text);
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("larger than"), std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// A dynamic libpci built with zlib (Debian's) inflates a gzip-compressed
+// pci.ids as it reads it, so its size says nothing of what is parsed; the
+// static one cannot read it at all. Refused in both, the same way.
+TEST(PciNames, ACompressedPciIdsIsRefused) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    // gzip -n of "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe]\n".
+    constexpr unsigned char kGzip[] = {
+        0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x33, 0x34, 0x48, 0x49,
+        0x55, 0x50, 0xf0, 0x0b, 0xf3, 0x74, 0xf1, 0x74, 0x54, 0x70, 0xce, 0x2f, 0x2a, 0xc8,
+        0x2f, 0x4a, 0x2c, 0xc9, 0xcc, 0xcf, 0xe3, 0xe2, 0x34, 0x32, 0x36, 0x36, 0x54, 0x50,
+        0x70, 0xf7, 0x30, 0x34, 0x30, 0x50, 0x88, 0x06, 0x93, 0x01, 0xce, 0x9e, 0xa9, 0xb1,
+        0x5c, 0x00, 0x61, 0xf1, 0x54, 0x7e, 0x32, 0x00, 0x00, 0x00};
+    put(dir / "usr/share/misc/pci.ids",
+        std::string(reinterpret_cast<const char*>(kGzip), sizeof kGzip));
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("compressed"), std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
+// pci.ids as a FIFO a writer waits on: opening it for reading, even with
+// O_NONBLOCK, would let the writer's open() return. It is refused without
+// being opened.
+TEST(PciNames, APciIdsThatIsAFifoIsNotOpened) {
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    std::string fifo = dir / "usr/share/misc/pci.ids";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+    std::atomic<bool> writer_opened{false};
+    std::thread writer([&] {
+        int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC); // waits for a reader
+        writer_opened = true;
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the writer waits
+    auto root = Sysroot::open(dir.path());
+    ASSERT_TRUE(root);
+    Diagnostics diagnostics;
+    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    bool opened_by_us = writer_opened.load();
+    // Let the writer go: open it for reading here.
+    int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    writer.join();
+    if (reader >= 0) {
+        ::close(reader);
+    }
+    EXPECT_FALSE(opened_by_us) << "pci.ids (a FIFO) was opened";
+    EXPECT_EQ(names, (std::vector<std::string>{""}));
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find("not a regular file"), std::string::npos)
         << diagnostics.items()[0].text();
 }
 

@@ -27,6 +27,13 @@ inline constexpr std::string_view kPciDevicesPath = "sys/bus/pci/devices";
 inline constexpr std::string_view kProcPciDevicesPath = "proc/bus/pci/devices";
 
 inline constexpr std::string_view kPciIdsPath = "usr/share/misc/pci.ids";
+// The most of pci.ids read (Debian's is 1.3 MB and grows by about 0.1 MB a
+// year): libpci parses the whole file into memory.
+inline constexpr size_t kPciIdsMaxBytes = size_t{16} << 20;
+// The most entries a copied tree's sys/bus/pci/devices may have: one PCI
+// domain has at most 65536 functions (256 buses of 256), and real machines
+// have a few hundred. libpci keeps a 424-byte record of every entry.
+inline constexpr size_t kPciMaxFunctions = size_t{1} << 16;
 
 struct PciFunction {
     std::string bdf;        // canonical "dddd:bb:dd.f" (the domain may have 5 digits)
@@ -73,8 +80,8 @@ Result<std::vector<PciFunction>> scan_nvidia_gpus(const Sysroot& root,
 // function, or pci.ids, has none. pci.ids is the root's
 // usr/share/misc/pci.ids (Debian's pci.ids package); reading and parsing it
 // costs milliseconds, so only reports ask. No pci.ids is no names, not an
-// error; one libpci cannot parse, or a function whose IDs cannot be read,
-// is a warning.
+// error; one libpci cannot parse, larger than kPciIdsMaxBytes or
+// gzip-compressed, or a function whose IDs cannot be read, is a warning.
 std::vector<std::string> pci_device_names(const Sysroot& root, const std::vector<std::string>& bdfs,
                                           Diagnostics& diagnostics);
 
