@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <thread>
@@ -384,16 +385,40 @@ FakeMachine with_unlisted_gpus() {
     return machine;
 }
 
+// The fixture with unlisted GPUs in `dir`, with `pci_ids` as its pci.ids
+// unless nullopt.
+void write_names_fixture(const TempDir& dir, const std::optional<std::string>& pci_ids) {
+    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    if (pci_ids) {
+        std::filesystem::create_directories(dir / "usr/share/misc");
+        put(dir / "usr/share/misc/pci.ids", *pci_ids);
+    }
+}
+
+// The names of `bdfs` under the root `dir`, with what was said about them.
+std::vector<std::string> names_under(const TempDir& dir, const std::vector<std::string>& bdfs,
+                                     Diagnostics& diagnostics) {
+    auto root = Sysroot::open(dir.path());
+    EXPECT_TRUE(root) << root.error().text();
+    if (!root) {
+        return {};
+    }
+    return pci_device_names(*root, bdfs, diagnostics);
+}
+
+// The one warning of `diagnostics` contains `reason`.
+void expect_one_warning(const Diagnostics& diagnostics, std::string_view reason) {
+    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics.items()[0].text().find(reason), std::string::npos)
+        << diagnostics.items()[0].text();
+}
+
 TEST(PciNames, FromTheRootsPciIds) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
-    std::filesystem::create_directories(dir / "usr/share/misc");
-    put(dir / "usr/share/misc/pci.ids", kFixturePciIds);
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
+    write_names_fixture(dir, kFixturePciIds);
     Diagnostics diagnostics;
-    auto names = pci_device_names(
-        *root, {"0000:17:00.0", "0000:a0:00.0", "10000:00:01.0", "0000:99:00.0", "garbage"},
+    auto names = names_under(
+        dir, {"0000:17:00.0", "0000:a0:00.0", "10000:00:01.0", "0000:99:00.0", "garbage"},
         diagnostics);
     // 10de:2336 is not in this pci.ids, 0000:99:00.0 is not on the bus.
     EXPECT_EQ(names, (std::vector<std::string>{"GA100 [A100 PCIe 80GB]", "GH100 [H100 PCIe]", "",
@@ -403,30 +428,20 @@ TEST(PciNames, FromTheRootsPciIds) {
 
 TEST(PciNames, NoPciIdsIsNoNamesAndNoError) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
+    write_names_fixture(dir, std::nullopt);
     Diagnostics diagnostics;
-    auto names = pci_device_names(*root, {"0000:17:00.0", "0000:a0:00.0"}, diagnostics);
+    auto names = names_under(dir, {"0000:17:00.0", "0000:a0:00.0"}, diagnostics);
     EXPECT_EQ(names, (std::vector<std::string>{"", ""}));
     EXPECT_TRUE(diagnostics.empty());
 }
 
 TEST(PciNames, APciIdsLibpciCannotParseIsAWarning) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
-    std::filesystem::create_directories(dir / "usr/share/misc");
-    put(dir / "usr/share/misc/pci.ids", "10de  NVIDIA Corporation\n\t\t\t\t2331  deep\n");
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
+    write_names_fixture(dir, "10de  NVIDIA Corporation\n\t\t\t\t2331  deep\n");
     Diagnostics diagnostics;
-    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    auto names = names_under(dir, {"0000:a0:00.0"}, diagnostics);
     EXPECT_EQ(names, (std::vector<std::string>{""}));
-    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
-    EXPECT_NE(
-        diagnostics.items()[0].text().find(dir / "usr/share/misc/pci.ids: libpci: Parse error"),
-        std::string::npos)
-        << diagnostics.items()[0].text();
+    expect_one_warning(diagnostics, dir / "usr/share/misc/pci.ids: libpci: Parse error");
 }
 
 // pci.ids is parsed whole into libpci's hash, every entry an allocation: a
@@ -434,22 +449,16 @@ TEST(PciNames, APciIdsLibpciCannotParseIsAWarning) {
 // any real pci.ids (Debian's is 1.3 MB) gives no names, and a warning.
 TEST(PciNames, APciIdsLargerThanAnyRealOneIsRefused) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
-    std::filesystem::create_directories(dir / "usr/share/misc");
     std::string text = kFixturePciIds;
     std::string comment = "# " + std::string(1000, 'x') + "\n";
     while (text.size() <= kPciIdsMaxBytes) {
         text += comment;
     }
-    put(dir / "usr/share/misc/pci.ids", text);
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
+    write_names_fixture(dir, text);
     Diagnostics diagnostics;
-    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    auto names = names_under(dir, {"0000:a0:00.0"}, diagnostics);
     EXPECT_EQ(names, (std::vector<std::string>{""}));
-    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
-    EXPECT_NE(diagnostics.items()[0].text().find("larger than"), std::string::npos)
-        << diagnostics.items()[0].text();
+    expect_one_warning(diagnostics, "larger than");
 }
 
 // A dynamic libpci built with zlib (Debian's) inflates a gzip-compressed
@@ -457,8 +466,6 @@ TEST(PciNames, APciIdsLargerThanAnyRealOneIsRefused) {
 // static one cannot read it at all. Refused in both, the same way.
 TEST(PciNames, ACompressedPciIdsIsRefused) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
-    std::filesystem::create_directories(dir / "usr/share/misc");
     // gzip -n of "10de  NVIDIA Corporation\n\t2331  GH100 [H100 PCIe]\n".
     constexpr unsigned char kGzip[] = {
         0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x33, 0x34, 0x48, 0x49,
@@ -466,16 +473,11 @@ TEST(PciNames, ACompressedPciIdsIsRefused) {
         0x2f, 0x4a, 0x2c, 0xc9, 0xcc, 0xcf, 0xe3, 0xe2, 0x34, 0x32, 0x36, 0x36, 0x54, 0x50,
         0x70, 0xf7, 0x30, 0x34, 0x30, 0x50, 0x88, 0x06, 0x93, 0x01, 0xce, 0x9e, 0xa9, 0xb1,
         0x5c, 0x00, 0x61, 0xf1, 0x54, 0x7e, 0x32, 0x00, 0x00, 0x00};
-    put(dir / "usr/share/misc/pci.ids",
-        std::string(reinterpret_cast<const char*>(kGzip), sizeof kGzip));
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
+    write_names_fixture(dir, std::string(reinterpret_cast<const char*>(kGzip), sizeof kGzip));
     Diagnostics diagnostics;
-    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    auto names = names_under(dir, {"0000:a0:00.0"}, diagnostics);
     EXPECT_EQ(names, (std::vector<std::string>{""}));
-    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
-    EXPECT_NE(diagnostics.items()[0].text().find("compressed"), std::string::npos)
-        << diagnostics.items()[0].text();
+    expect_one_warning(diagnostics, "compressed");
 }
 
 // pci.ids as a FIFO a writer waits on: opening it for reading, even with
@@ -483,7 +485,7 @@ TEST(PciNames, ACompressedPciIdsIsRefused) {
 // being opened.
 TEST(PciNames, APciIdsThatIsAFifoIsNotOpened) {
     TempDir dir;
-    ASSERT_TRUE(write_fixture(with_unlisted_gpus(), dir.path()));
+    write_names_fixture(dir, std::nullopt);
     std::filesystem::create_directories(dir / "usr/share/misc");
     std::string fifo = dir / "usr/share/misc/pci.ids";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
@@ -496,10 +498,8 @@ TEST(PciNames, APciIdsThatIsAFifoIsNotOpened) {
         }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the writer waits
-    auto root = Sysroot::open(dir.path());
-    ASSERT_TRUE(root);
     Diagnostics diagnostics;
-    auto names = pci_device_names(*root, {"0000:a0:00.0"}, diagnostics);
+    auto names = names_under(dir, {"0000:a0:00.0"}, diagnostics);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     bool opened_by_us = writer_opened.load();
     // Let the writer go: open it for reading here.
@@ -510,9 +510,7 @@ TEST(PciNames, APciIdsThatIsAFifoIsNotOpened) {
     }
     EXPECT_FALSE(opened_by_us) << "pci.ids (a FIFO) was opened";
     EXPECT_EQ(names, (std::vector<std::string>{""}));
-    ASSERT_EQ(diagnostics.count(Severity::Warning), 1u);
-    EXPECT_NE(diagnostics.items()[0].text().find("not a regular file"), std::string::npos)
-        << diagnostics.items()[0].text();
+    expect_one_warning(diagnostics, "not a regular file");
 }
 
 } // namespace gpuinit
