@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the static archives the static gpuinit tools link against, from
 # Debian's own source packages at the versions the archive serves:
-# libkmod.a (kmod) and libudev.a (systemd). Debian 12
+# libkmod.a (kmod), libpci.a (pciutils) and libudev.a (systemd). Debian 12
 # ships only libcap-ng.a, which is copied from libcap-ng-dev.
 #
 #   scripts/build-static-deps.sh OUTDIR
@@ -89,7 +89,7 @@ fi
 # compile against, when the archive serves its source; else the highest
 # version the archive serves (showsrc lists one stanza per suite that has the
 # package, in no promised order).
-declare -A installed_library=([kmod]=libkmod2 [systemd]=libudev1)
+declare -A installed_library=([kmod]=libkmod2 [pciutils]=libpci3 [systemd]=libudev1)
 source_version() {
   local served installed best=""
   served=$(apt-cache showsrc "$1" | awk '/^Version:/ {print $2}')
@@ -108,7 +108,7 @@ source_version() {
 }
 
 cd "$src"
-for package in kmod systemd; do
+for package in kmod pciutils systemd; do
   version=$(source_version "$package")
   [[ -n $version ]] || { echo "build-static-deps: apt-cache showsrc $package: nothing" >&2; exit 1; }
   echo "build-static-deps: fetching $package $version"
@@ -160,6 +160,23 @@ objcopy --localize-hidden "$kmod/gpuinit-build/kmod.o"
 ar rcs "$out/lib/libkmod.a" "$kmod/gpuinit-build/kmod.o"
 cp "$kmod/libkmod/libkmod.h" "$out/include/"
 
+# libpci.a: pciutils' own Makefile, static only, without zlib (pci.ids is
+# read uncompressed, as Debian's pci.ids package ships it), DNS lookups,
+# udev's hwdb or libkmod, none of which the tools use. lib/configure writes
+# lib/config.h into the tree, which is this run's own unpacked copy.
+# IDSDIR is only the default pci.ids path; the tools name the root's.
+echo "build-static-deps: building libpci.a"
+pciutils=$(echo "$src"/pciutils-*/)
+make -C "$pciutils" -j"$jobs" lib/libpci.a ZLIB=no DNS=no HWDB=no LIBKMOD=no SHARED=no \
+  IDSDIR=/usr/share/misc OPT="-O2 -fPIC -ffunction-sections -fdata-sections" \
+  >"$src/pciutils.log" 2>&1 ||
+  { tail -20 "$src/pciutils.log" >&2; echo "build-static-deps: building libpci.a failed" >&2; exit 1; }
+grep -qx '#define PCI_HAVE_PM_LINUX_SYSFS' "$pciutils/lib/config.h" ||
+  { echo "build-static-deps: libpci.a was configured without its sysfs method" >&2; exit 1; }
+cp "$pciutils/lib/libpci.a" "$out/lib/"
+mkdir -p "$out/include/pci"
+cp "$pciutils"/lib/{pci.h,config.h,header.h,types.h} "$out/include/pci/"
+
 # libudev.a: meson wants version.h generated before the library.
 echo "build-static-deps: building libudev.a (about a minute and a half)"
 systemd=$(echo "$src"/systemd-*/)
@@ -199,7 +216,7 @@ gcc -c -O2 -Wall -Wextra -Werror -ffunction-sections -fdata-sections \
   -o "$src/no-nss.o" "$here/static-no-nss.c"
 nm "$src/no-nss.o" | awk '$2 == "T" && sub(/^gpuinit_nonss_/, "", $3) {print $3}' | sort -u >"$src/stubbed"
 ar rcs "$out/lib/libgpuinit-nonss.a" "$src/no-nss.o"
-for archive in "$out"/lib/lib{kmod,udev,cap-ng}.a; do
+for archive in "$out"/lib/lib{kmod,pci,udev,cap-ng}.a; do
   nm "$archive" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -12 - "$src/warned" >"$src/used"
   [[ -s $src/used ]] || continue
   unstubbed=$(comm -23 "$src/used" "$src/stubbed" | tr '\n' ' ')

@@ -116,6 +116,7 @@ int run(int argc, char** argv) {
         return cli.usage_error("--remove needs --device");
     }
 
+    options.names = cli.common.json || cli.common.verbosity >= 1;
     MknodReportContext context{cli.common.root, kMknodNothingDone};
     MknodOutcome outcome;
     if (auto root = Sysroot::open(cli.common.root)) {

@@ -1,13 +1,11 @@
 // gpu-persist's other hostile inputs: a control request line (from any
-// local user), the daemon's reply (to the client), the state file, and a
-// uevent datagram. The input is cut at NUL bytes: the first part is the
-// request, the second the reply, the third the state file; the whole input
-// is also a uevent. Each accepted text renders to one that parses back to
-// the same rendering.
+// local user), the daemon's reply (to the client) and the state file. The
+// input is cut at NUL bytes: the first part is the request, the second the
+// reply, the third the state file. Each accepted text renders to one that
+// parses back to the same rendering. (Uevents are libudev's to parse.)
 #include "fuzz_check.hpp"
 #include "gpuinit/persist/control.hpp"
 #include "gpuinit/persist/gpu_table.hpp"
-#include "gpuinit/persist/uevent.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpuinit;
@@ -49,11 +47,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Diagnostics clean;
         FUZZ_CHECK(parse_choices(format_choices(choices), "state", clean) == choices);
         FUZZ_CHECK(clean.empty());
-    }
-
-    if (auto event = parse_uevent(text)) {
-        FUZZ_CHECK(!event->action.empty() && !event->subsystem.empty());
-        (void)uevent_concerns_gpus(*event);
     }
     return 0;
 }

@@ -416,8 +416,7 @@ void add_persistence_rpc(Corpus& corpus) {
     corpus.add("persistence_rpc", std::string("\x01\x02", 2) + xdr({0x7fffffff}) + get);
 }
 
-// A request, a reply and a state file, joined with NULs; a kernel and a
-// udev uevent.
+// A request, a reply and a state file, joined with NULs.
 void add_persist_control(Corpus& corpus) {
     std::string reply =
         "gpu-persist-reply 1\nresult\t0\t-\n"
@@ -430,17 +429,6 @@ void add_persist_control(Corpus& corpus) {
                                 "disable GPU-558ce120-5b8b-16a1-87d4-ce157bba3e9d"}) {
         corpus.add("persist_control", std::string(request) + '\0' + reply + '\0' + state);
     }
-    std::string kernel("bind@/devices/pci10000:00/10000:00:01.0\0ACTION=bind\0"
-                       "SUBSYSTEM=pci\0DRIVER=nvidia\0PCI_SLOT_NAME=10000:00:01.0\0",
-                       108);
-    corpus.add("persist_control", kernel);
-    std::string properties("ACTION=unbind\0SUBSYSTEM=pci\0PCI_SLOT_NAME=0000:17:00.0\0", 55);
-    std::string udev("libudev\0", 8);
-    for (uint32_t word :
-         {0xfecaedfeu, 40u, 40u, static_cast<uint32_t>(properties.size()), 0u, 0u, 0u, 0u}) {
-        udev.append(reinterpret_cast<const char*>(&word), sizeof(word)); // magic: big-endian
-    }
-    corpus.add("persist_control", udev + properties);
 }
 
 // A file of a capture directory, or "" when that capture lacks it.

@@ -50,9 +50,19 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
         out += "gpu-mknod: dry run on " + context.root_display + ": nothing is changed\n";
     }
     if (verbosity >= 1) {
+        // The driver's model, else the pci.ids name.
         for (const Gpu& gpu : outcome.machine.gpus) {
+            const std::string& model =
+                gpu.model.empty() ? outcome.machine.pci_name(gpu.bdf) : gpu.model;
             out += format("gpu      %-14s minor %-3u %s %s\n", gpu.bdf.c_str(), gpu.minor,
-                          gpu.uuid.empty() ? "-" : gpu.uuid.c_str(), printable(gpu.model).c_str());
+                          gpu.uuid.empty() ? "-" : gpu.uuid.c_str(), printable(model).c_str());
+        }
+        // Why each gets no node is among the diagnostics; this says which
+        // board it is, which the driver does not say for a GPU it does not list.
+        for (const UnusableGpu& gpu : outcome.machine.unusable) {
+            const std::string& name = outcome.machine.pci_name(gpu.bdf);
+            out += format("no node  %-14s %s\n", gpu.bdf.c_str(),
+                          name.empty() ? "-" : printable(name).c_str());
         }
     }
     int width = 0;
@@ -120,6 +130,7 @@ void write_mknod_json(JsonWriter& json, const MknodOutcome& outcome,
         json.key("minor").value(gpu.minor);
         json.key("uuid").value(gpu.uuid);
         json.key("model").value(gpu.model);
+        json.key("pci_name").value(outcome.machine.pci_name(gpu.bdf));
         json.end_object();
     }
     json.end_array();
@@ -128,6 +139,7 @@ void write_mknod_json(JsonWriter& json, const MknodOutcome& outcome,
         json.begin_object();
         json.key("bdf").value(gpu.bdf);
         json.key("reason").value(gpu.reason);
+        json.key("pci_name").value(outcome.machine.pci_name(gpu.bdf));
         json.end_object();
     }
     json.end_array();

@@ -40,15 +40,15 @@ PciNeed pci_need(const MknodOptions& options) {
     const PlanRequest& request = options.request;
     if (options.remove || request.scope == PlanRequest::Scope::Control ||
         request.scope == PlanRequest::Scope::Mig) {
-        return {PciNeed::Scope::None, {}};
+        return {PciNeed::Scope::None, {}, options.names};
     }
     if (request.scope == PlanRequest::Scope::Device) {
         if (request.device->kind() == GpuSelector::Kind::Bdf) {
-            return {PciNeed::Scope::One, request.device->key()};
+            return {PciNeed::Scope::One, request.device->key(), options.names};
         }
-        return {PciNeed::Scope::None, {}};
+        return {PciNeed::Scope::None, {}, options.names};
     }
-    return {};
+    return {PciNeed::Scope::All, {}, options.names};
 }
 
 // Returns the minor whose nodes were removed (or found already gone), so its

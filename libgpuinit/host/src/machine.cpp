@@ -122,6 +122,24 @@ void reject_duplicate_uuids(Machine& machine) {
     machine.gpus = std::move(kept);
 }
 
+// The driver names only the GPUs it lists (its Model line); pci.ids names
+// the ones it does not list too.
+void add_pci_names(const Sysroot& root, Machine& machine, Diagnostics& diagnostics) {
+    std::vector<std::string> bdfs;
+    for (const Gpu& gpu : machine.gpus) {
+        bdfs.push_back(gpu.bdf);
+    }
+    for (const UnusableGpu& gpu : machine.unusable) {
+        bdfs.push_back(gpu.bdf);
+    }
+    std::vector<std::string> names = pci_device_names(root, bdfs, diagnostics);
+    for (size_t i = 0; i < bdfs.size(); ++i) {
+        if (!names[i].empty()) {
+            machine.pci_names[bdfs[i]] = std::move(names[i]);
+        }
+    }
+}
+
 } // namespace
 
 Result<Machine> read_driver_gpus(const Sysroot& root, Diagnostics& diagnostics) {
@@ -139,6 +157,12 @@ Result<Machine> read_driver_gpus(const Sysroot& root, Diagnostics& diagnostics) 
     std::sort(machine.gpus.begin(), machine.gpus.end(),
               [](const Gpu& a, const Gpu& b) { return a.minor < b.minor; });
     return machine;
+}
+
+const std::string& Machine::pci_name(const std::string& bdf) const {
+    static const std::string kNone;
+    auto found = pci_names.find(bdf);
+    return found == pci_names.end() ? kNone : found->second;
 }
 
 std::string Gpu::subject() const {
@@ -231,6 +255,9 @@ Result<Machine> discover_machine(const Sysroot& root, Diagnostics& diagnostics,
     }
     std::sort(machine.gpus.begin(), machine.gpus.end(),
               [](const Gpu& a, const Gpu& b) { return a.minor < b.minor; });
+    if (pci.names) {
+        add_pci_names(root, machine, diagnostics);
+    }
     return machine;
 }
 

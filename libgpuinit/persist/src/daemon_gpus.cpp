@@ -312,6 +312,9 @@ void Daemon::on_uevents() {
     bool bound = overflow;
     GpuTable::Actions actions;
     for (const Uevent& event : events) {
+        if (!uevent_concerns_gpus(event)) {
+            continue;
+        }
         if (event.action == "bind") {
             bound = true;
             continue;

@@ -474,6 +474,13 @@ bool Daemon::start(UniqueFd ready) {
         auto udev_running = root_.exists("run/udev/control");
         auto source = udev_running && *udev_running ? UeventSource::Udev : UeventSource::Kernel;
         auto monitor = UeventMonitor::open(source);
+        if (!monitor && source == UeventSource::Udev) {
+            // The root says udevd runs but libudev, which looks at the real
+            // /run and /dev, would hear nothing from it (a --root tree):
+            // the kernel's events, and the node waited for.
+            log_.warning(monitor.error().text() + "; listening to the kernel's uevents");
+            monitor = UeventMonitor::open(UeventSource::Kernel);
+        }
         if (monitor) {
             monitor_.emplace(std::move(*monitor));
         } else {

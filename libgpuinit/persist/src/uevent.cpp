@@ -1,81 +1,59 @@
 #include "gpuinit/persist/uevent.hpp"
 
-#include <arpa/inet.h>
 #include <cerrno>
-#include <cstring>
+#include <libudev.h>
 #include <linux/netlink.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 namespace gpuinit {
 
 namespace {
 
-constexpr std::string_view kUdevPrefix{"libudev\0", 8};
-constexpr uint32_t kUdevMagic = 0xfeedcafe;
-// prefix[8], magic, header_size, properties_off, properties_len, 4 hashes.
-constexpr size_t kUdevHeaderSize = 8 + 8 * 4;
-constexpr size_t kMaxUevent = 8192;
+// One drain's work, so that a flood cannot hold the loop: what is left
+// wakes it again (the socket is watched level-triggered).
+constexpr size_t kMaxReceives = 4096;
+// More events than this in one drain are not kept: a rescan covers them.
+constexpr size_t kMaxEvents = 1024;
+// Values longer than any action, driver or PCI address are cut; the
+// selector then refuses the address.
+constexpr size_t kMaxValue = 64;
 
-uint32_t host_word(std::string_view data, size_t offset) {
-    uint32_t value = 0;
-    std::memcpy(&value, data.data() + offset, sizeof(value));
-    return value;
+// The group a bound netlink socket is in; 0 when none.
+uint32_t bound_groups(int fd) {
+    sockaddr_nl address{};
+    socklen_t length = sizeof(address);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        return 0;
+    }
+    return address.nl_groups;
 }
 
-void take_properties(std::string_view block, Uevent& event) {
-    while (!block.empty()) {
-        size_t end = block.find('\0');
-        std::string_view entry = block.substr(0, end);
-        size_t equals = entry.find('=');
-        if (equals != std::string_view::npos) {
-            std::string_view key = entry.substr(0, equals);
-            std::string_view value = entry.substr(equals + 1);
-            if (key == "ACTION") {
-                event.action = value;
-            } else if (key == "SUBSYSTEM") {
-                event.subsystem = value;
-            } else if (key == "DRIVER") {
-                event.driver = value;
-            } else if (key == "PCI_SLOT_NAME") {
-                event.slot_name = value;
-            }
-        }
-        if (end == std::string_view::npos) {
-            break;
-        }
-        block.remove_prefix(end + 1);
-    }
+// Whether a datagram (or a pending error: ENOBUFS) waits.
+bool readable(int fd) {
+    pollfd entry{fd, POLLIN, 0};
+    return ::poll(&entry, 1, 0) > 0 && (entry.revents & (POLLIN | POLLERR)) != 0;
+}
+
+// A property of a received event: libudev's copy of the datagram's own
+// KEY=value list. Neither this nor udev_device_get_action reads sysfs or
+// udev's database for a device from a monitor (sd-device.c:
+// device_properties_prepare returns at once for a sealed device), unlike
+// udev_device_get_driver or get_subsystem for a property the datagram
+// lacks, which read links under the real /sys.
+std::string property(udev_device* device, const char* key) {
+    const char* value = ::udev_device_get_property_value(device, key);
+    return value == nullptr ? std::string() : std::string(value).substr(0, kMaxValue);
 }
 
 } // namespace
 
-std::optional<Uevent> parse_uevent(std::string_view datagram) {
-    Uevent event;
-    if (datagram.size() >= kUdevHeaderSize && datagram.substr(0, 8) == kUdevPrefix) {
-        if (ntohl(host_word(datagram, 8)) != kUdevMagic) {
-            return std::nullopt;
-        }
-        uint32_t header_size = host_word(datagram, 12);
-        uint32_t offset = host_word(datagram, 16);
-        uint32_t length = host_word(datagram, 20);
-        if (header_size < kUdevHeaderSize || offset < header_size || offset > datagram.size() ||
-            length > datagram.size() - offset) {
-            return std::nullopt;
-        }
-        take_properties(datagram.substr(offset, length), event);
-    } else {
-        size_t end = datagram.find('\0');
-        std::string_view head = datagram.substr(0, end);
-        size_t at = head.find('@');
-        if (end == std::string_view::npos || at == std::string_view::npos || at == 0) {
-            return std::nullopt;
-        }
-        take_properties(datagram.substr(end + 1), event);
-    }
-    if (event.action.empty() || event.subsystem.empty()) {
-        return std::nullopt;
-    }
-    return event;
+void detail::UdevUnref::operator()(udev* context) const {
+    ::udev_unref(context);
+}
+
+void detail::UdevMonitorUnref::operator()(udev_monitor* monitor) const {
+    ::udev_monitor_unref(monitor);
 }
 
 bool uevent_concerns_gpus(const Uevent& event) {
@@ -89,75 +67,82 @@ bool uevent_concerns_gpus(const Uevent& event) {
 }
 
 Result<UeventMonitor> UeventMonitor::open(UeventSource source) {
-    UniqueFd fd(
-        ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT));
-    if (!fd.valid()) {
-        return errno_error("netlink uevent socket");
+    const char* name = source == UeventSource::Udev ? "udev" : "kernel";
+    std::unique_ptr<udev, detail::UdevUnref> context(::udev_new());
+    if (!context) {
+        return errno_error("libudev: udev_new");
     }
-    int on = 1;
-    if (::setsockopt(fd.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
-        return errno_error("SO_PASSCRED on the uevent socket");
+    std::unique_ptr<udev_monitor, detail::UdevMonitorUnref> monitor(
+        ::udev_monitor_new_from_netlink(context.get(), name));
+    if (!monitor) {
+        return errno_error(std::string("libudev: a monitor of the ") + name + "'s uevents");
+    }
+    // udevd's datagrams are filtered in the kernel (a socket filter on the
+    // subsystem's hash); the kernel's in libudev, after the sender check.
+    if (int failed =
+            ::udev_monitor_filter_add_match_subsystem_devtype(monitor.get(), "pci", nullptr);
+        failed < 0) {
+        return os_error(-failed, "libudev: filter the uevent monitor on pci");
+    }
+    if (int failed = ::udev_monitor_enable_receiving(monitor.get()); failed < 0) {
+        return os_error(-failed,
+                        std::string("libudev: bind the monitor to the ") + name + "'s uevents");
     }
     // Room for a burst (a rescan of many GPUs); an overflow means a rescan.
-    int size = 1 << 20;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    sockaddr_nl address{};
-    address.nl_family = AF_NETLINK;
-    address.nl_groups = static_cast<uint32_t>(source);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-        return errno_error("bind the uevent socket");
+    // libudev forces the size as root (SO_RCVBUFFORCE), else the kernel caps
+    // it at net.core.rmem_max; either works.
+    (void)::udev_monitor_set_receive_buffer_size(monitor.get(), 1 << 20);
+    int fd = ::udev_monitor_get_fd(monitor.get());
+    if (source == UeventSource::Udev && bound_groups(fd) == 0) {
+        return error("libudev would not listen to udev's uevents: /run/udev/control is missing "
+                     "and /dev is not a devtmpfs (udevd does not run on this root)",
+                     ENOENT);
     }
-    return UeventMonitor(std::move(fd), source);
+    return UeventMonitor(std::move(context), std::move(monitor), source);
 }
 
+int UeventMonitor::fd() const {
+    return ::udev_monitor_get_fd(monitor_.get());
+}
+
+// udev_monitor_receive_device returns NULL with errno EAGAIN both when the
+// socket is empty and when libudev dropped a datagram (a sender it does not
+// believe, a malformed message, a device outside the filter): poll tells
+// the two apart. It reports an overflow once, as the socket's pending error:
+// NULL with ENOBUFS (its recv with MSG_PEEK returns the error), and the
+// datagrams queued before it still follow.
 bool UeventMonitor::drain(std::vector<Uevent>& events) {
-    bool overflow = false;
-    while (true) {
-        char buffer[kMaxUevent];
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
-        sockaddr_nl sender{};
-        iovec iov{buffer, sizeof(buffer)};
-        msghdr message{};
-        message.msg_name = &sender;
-        message.msg_namelen = sizeof(sender);
-        message.msg_iov = &iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control;
-        message.msg_controllen = sizeof(control);
-        ssize_t got = ::recvmsg(fd_.get(), &message, MSG_DONTWAIT);
-        if (got < 0) {
-            if (errno == ENOBUFS) {
-                overflow = true; // lost events: the caller rescans
+    bool lost = false;
+    for (size_t receives = 0; receives < kMaxReceives; ++receives) {
+        errno = 0;
+        udev_device* device = ::udev_monitor_receive_device(monitor_.get());
+        if (device == nullptr) {
+            int failed = errno;
+            if (failed == ENOBUFS || failed == ENOMEM) {
+                lost = true; // the kernel's overflow, or one we could not take
                 continue;
             }
-            return overflow; // EAGAIN, or nothing more to read
-        }
-        if ((message.msg_flags & MSG_TRUNC) != 0) {
-            continue;
-        }
-        const ucred* credentials = nullptr;
-        for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-             header = CMSG_NXTHDR(&message, header)) {
-            if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS) {
-                credentials = reinterpret_cast<const ucred*>(CMSG_DATA(header));
+            if (failed == EINTR) {
+                continue;
             }
-        }
-        // Anyone may send to a netlink group they can join: only the kernel
-        // (port 0) and root's udevd are believed.
-        bool from_kernel = sender.nl_pid == 0;
-        bool trusted = source_ == UeventSource::Kernel
-                           ? from_kernel
-                           : (!from_kernel && credentials != nullptr && credentials->uid == 0);
-        if (!trusted) {
+            if (!readable(fd())) {
+                return lost;
+            }
             continue;
         }
-        auto event = parse_uevent(std::string_view(buffer, static_cast<size_t>(got)));
-        if (event && uevent_concerns_gpus(*event) && events.size() < 1024) {
-            events.push_back(std::move(*event));
-        } else if (event && uevent_concerns_gpus(*event)) {
-            overflow = true;
+        Uevent event;
+        event.action = property(device, "ACTION");
+        event.subsystem = property(device, "SUBSYSTEM");
+        event.driver = property(device, "DRIVER");
+        event.slot_name = property(device, "PCI_SLOT_NAME");
+        ::udev_device_unref(device);
+        if (events.size() < kMaxEvents) {
+            events.push_back(std::move(event));
+        } else {
+            lost = true;
         }
     }
+    return lost;
 }
 
 } // namespace gpuinit

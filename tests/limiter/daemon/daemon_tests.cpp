@@ -583,7 +583,10 @@ TEST_F(DaemonEndToEnd, ADescriptorWhoseCloseBlocksDoesNotStallTheComputeSteps) {
             ASSERT_TRUE(send_with(connection, {a, b}));
         } else {
             ASSERT_TRUE(send_with(connection, {a}));
-            ASSERT_TRUE(send_with(connection, {b}));
+            // The daemon may have answered the first message and closed
+            // the connection already (EPIPE): then b never reaches it,
+            // which is the outcome this round looks for either way.
+            (void)send_with(connection, {b});
         }
         // The daemon's copies are the last ones (the test's own last close
         // would wait out the linger).

@@ -169,6 +169,46 @@ TEST(MknodPlan, AGpuNotBoundToTheDriverIsReported) {
     EXPECT_EQ(dry_run(machine, by_device, device("27:00.0")).status, MknodStatus::Partial);
 }
 
+// The driver gives no model for a GPU it does not list; pci.ids does, for
+// --verbose and --json only (options.names).
+TEST(MknodPlan, PciIdsNamesOnlyWhenAsked) {
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    machine.pci[3].minor.reset(); // second GPU: bound to vfio-pci
+    machine.pci[3].device = 0x2331;
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    std::filesystem::create_directories(dir / "usr/share/misc");
+    std::ofstream(dir / "usr/share/misc/pci.ids") << "10de  NVIDIA Corporation\n"
+                                                     "\t20b5  GA100 [A100 PCIe 80GB]\n"
+                                                     "\t2331  GH100 [H100 PCIe]\n";
+    MknodOutcome quiet = dry_run_as_is(dir);
+    ASSERT_EQ(quiet.machine.unusable.size(), 1u);
+    EXPECT_TRUE(quiet.machine.pci_names.empty());
+
+    MknodOptions options;
+    options.dry_run = true;
+    options.names = true;
+    MknodOutcome named = run_mknod(*Sysroot::open(dir.path()), options);
+    ASSERT_EQ(named.machine.unusable.size(), 1u);
+    EXPECT_EQ(named.machine.unusable[0].bdf, "0000:27:00.0");
+    EXPECT_EQ(named.machine.pci_name("0000:27:00.0"), "GH100 [H100 PCIe]");
+    ASSERT_EQ(named.machine.gpus.size(), 1u);
+    EXPECT_EQ(named.machine.pci_name(named.machine.gpus[0].bdf), "GA100 [A100 PCIe 80GB]");
+    std::string json = render_mknod_json(named, MknodReportContext{dir.path(), 0});
+    EXPECT_NE(json.find("\"bdf\":\"0000:27:00.0\",\"reason\":\"not bound to the nvidia driver"
+                        " (vfio-pci, or excluded)\",\"pci_name\":\"GH100 [H100 PCIe]\""),
+              std::string::npos)
+        << json;
+    EXPECT_TRUE(testing::valid_json(json)) << json;
+    std::string text = render_mknod_text(named, MknodReportContext{dir.path(), 0}, 1).out;
+    EXPECT_NE(text.find("no node  0000:27:00.0   GH100 [H100 PCIe]"), std::string::npos) << text;
+
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--dry-run", "--json"}, &output),
+              0);
+    EXPECT_NE(output.find("\"pci_name\":\"GH100 [H100 PCIe]\""), std::string::npos) << output;
+}
+
 TEST(MknodPlan, LegacyFrontendName) {
     TempDir dir;
     FakeMachine machine = workstation(2);

@@ -18,6 +18,9 @@ struct MknodOptions {
     bool remove = false; // with Scope::Device: delete that GPU's nodes
     PlanRequest request;
     std::chrono::milliseconds lock_wait = kDefaultLockWait;
+    // pci.ids names for the GPUs (Machine::pci_names), for --verbose and --json;
+    // never on the udev and boot path, where they would cost milliseconds.
+    bool names = false;
 };
 
 enum class MknodStatus {

@@ -7,6 +7,7 @@
 #include "gpuinit/host/gpu_selector.hpp"
 #include "gpuinit/host/mig_topology.hpp"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,12 @@ struct Machine {
     bool minors_from_driver = true;
     std::vector<Gpu> gpus; // sorted by minor
     std::vector<UnusableGpu> unusable;
+    // pci.ids names ("GH100 [H100 PCIe]") by canonical address, of the GPUs
+    // and unusable GPUs that have one; filled only when asked
+    // (PciNeed::names).
+    std::map<std::string, std::string> pci_names;
+    // The pci.ids name of `bdf`, "" without one.
+    const std::string& pci_name(const std::string& bdf) const;
     // MIG capabilities; read only by the callers that need them
     // (read_mig_topology), empty otherwise.
     MigTopology mig;
@@ -60,6 +67,9 @@ struct PciNeed {
     enum class Scope { All, One, None };
     Scope scope = Scope::All;
     std::string bdf; // with One: canonical
+    // Names from pci.ids for every GPU found (pci_device_names): for reports
+    // only, since parsing pci.ids costs milliseconds.
+    bool names = false;
 };
 
 // The driver's own view only, /proc/driver/nvidia/gpus: the GPUs it lists

@@ -1,20 +1,28 @@
-// Hotplug: the kernel's and udev's uevents on NETLINK_KOBJECT_UEVENT.
-// gpu-persist listens to udev's (group 2) when udevd runs, so the rule that
-// runs gpu-mknod has finished before it hears of a GPU; else to the
-// kernel's (group 1), and waits for the node with inotify.
+// Hotplug: the kernel's and udev's PCI uevents, through libudev's monitor.
+// gpu-persist listens to udev's when udevd runs, so the rule that runs
+// gpu-mknod has finished before it hears of a GPU; else to the kernel's,
+// and waits for the node with inotify.
+//
+// Which sender is believed is libudev's check (systemd 252,
+// src/libsystemd/sd-device/device-monitor.c, device_monitor_receive_device):
+// on the kernel's group only datagrams from port 0 (the kernel), on udev's
+// only those whose credentials say uid 0 (or the daemon's own uid, or a uid
+// outside its user namespace). The kernel lets only CAP_NET_ADMIN in the
+// socket's network namespace send to either group at all.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
-#include "gpuinit/base/unique_fd.hpp"
 
-#include <optional>
+#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
+
+struct udev;
+struct udev_monitor;
 
 namespace gpuinit {
 
-enum class UeventSource { Kernel = 1, Udev = 2 };
+enum class UeventSource { Kernel, Udev };
 
 struct Uevent {
     std::string action;    // add, remove, bind, unbind, change
@@ -23,28 +31,42 @@ struct Uevent {
     std::string slot_name; // PCI_SLOT_NAME: 0000:17:00.0
 };
 
-// One datagram, from either source: the kernel's "ACTION@DEVPATH\0K=V\0..."
-// or udev's "libudev\0" header (magic 0xfeedcafe, big-endian) with the
-// properties at the offset it gives. nullopt for anything malformed.
-std::optional<Uevent> parse_uevent(std::string_view datagram);
-
 // Whether the event may change which GPUs the nvidia driver has bound.
 bool uevent_concerns_gpus(const Uevent& event);
 
+namespace detail {
+struct UdevUnref {
+    void operator()(udev* context) const;
+};
+struct UdevMonitorUnref {
+    void operator()(udev_monitor* monitor) const;
+};
+} // namespace detail
+
 class UeventMonitor {
   public:
+    // A monitor of `source`'s PCI events, its non-blocking socket bound, with
+    // a receive buffer of 1 MiB (libudev's own default is 128 MiB, forced as
+    // root: kernel memory a burst could pin). Fails when libudev declines
+    // udev's group: it subscribes only when /run/udev/control exists or
+    // /dev is a devtmpfs, and otherwise binds to no group and hears nothing.
     static Result<UeventMonitor> open(UeventSource source);
-    int fd() const { return fd_.get(); }
+    int fd() const;
     UeventSource source() const { return source_; }
-    // Reads every pending datagram and appends those that concern GPUs to
-    // `events`, in order; true when the socket overflowed (events were lost:
-    // rescan). Datagrams not sent by the kernel (group 1) or by root's udevd
-    // (group 2) are ignored.
+    // Receives every pending event and appends the PCI ones to `events`, in
+    // order; true when events were lost (the socket overflowed, or more than
+    // the drain keeps): rescan. Datagrams libudev does not believe or cannot
+    // read are dropped by it and never seen here.
     bool drain(std::vector<Uevent>& events);
 
   private:
-    UeventMonitor(UniqueFd fd, UeventSource source) : fd_(std::move(fd)), source_(source) {}
-    UniqueFd fd_;
+    UeventMonitor(std::unique_ptr<udev, detail::UdevUnref> context,
+                  std::unique_ptr<udev_monitor, detail::UdevMonitorUnref> monitor,
+                  UeventSource source)
+        : context_(std::move(context)), monitor_(std::move(monitor)), source_(source) {}
+    // The monitor keeps a pointer to the context: it is destroyed first.
+    std::unique_ptr<udev, detail::UdevUnref> context_;
+    std::unique_ptr<udev_monitor, detail::UdevMonitorUnref> monitor_;
     UeventSource source_;
 };
 
