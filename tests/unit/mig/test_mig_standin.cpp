@@ -6,6 +6,7 @@
 #include "temp_dir.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <regex>
@@ -341,4 +342,121 @@ TEST(MigStandin, WritesAndRemovesTheCapFilesAsTheDriverDoes) {
     ASSERT_EQ(standin_write_caps(&gpu, 2, caps.c_str(), 1), 0);
     EXPECT_FALSE(exists(gi_dir));
     EXPECT_TRUE(exists(caps + "/gpu2/mig")); // there with or without instances
+}
+
+namespace {
+
+// The stand-in kernel module's nvidia-test/mig records (nvidia-main.c
+// mig_show) of two GPUs: minor 0 with a 1g.10gb (GI 13 at start 6) and a
+// 3g.40gb (GI 1 at 4) with two 1-slice CIs, minor 1 with a module-made
+// instance (no profile).
+const char* const kDriverState = "gpu 0 mig 1 1\n"
+                                 "gi 0 1 9 4\n"
+                                 "ci 0 1 0 1\n"
+                                 "ci 0 1 2 1\n"
+                                 "gpu 1 mig 1 0\n"
+                                 "gi 1 1\n"
+                                 "ci 1 1 0\n";
+
+// Restores the environment variable the driver mode reads.
+class DriverMode {
+  public:
+    explicit DriverMode(const std::string& driver) {
+        setenv(STANDIN_DRIVER_ENV, driver.c_str(), 1);
+    }
+    ~DriverMode() { unsetenv(STANDIN_DRIVER_ENV); }
+    DriverMode(const DriverMode&) = delete;
+    DriverMode& operator=(const DriverMode&) = delete;
+};
+
+} // namespace
+
+TEST(MigStandinDriver, ReadsOneGpusStateFromTheDriversRecords) {
+    gpuinit::testing::TempDir dir;
+    std::string driver = dir / "mig";
+    write_file(driver, kDriverState);
+    standin_gpu gpu;
+    ASSERT_EQ(standin_driver_load(&gpu, driver.c_str(), 0), 0);
+    EXPECT_EQ(gpu.mig, 1);
+    ASSERT_TRUE(gpu.gis[1].used);
+    EXPECT_EQ(gpu.gis[1].profile->id, 9u);
+    EXPECT_EQ(gpu.gis[1].start, 4u);
+    EXPECT_TRUE(gpu.gis[1].cis[0].used);
+    EXPECT_FALSE(gpu.gis[1].cis[1].used); // the driver's gap stays
+    EXPECT_TRUE(gpu.gis[1].cis[2].used);
+    for (unsigned id = 0; id < STANDIN_MAX_GIS; ++id) {
+        EXPECT_EQ(gpu.gis[id].used, id == 1) << id;
+    }
+
+    // An instance the module made (mig=N) has no profile: not the stand-in's.
+    errno = 0;
+    EXPECT_EQ(standin_driver_load(&gpu, driver.c_str(), 1), -1);
+    EXPECT_EQ(errno, EINVAL);
+    // A GPU the driver does not list has no MIG.
+    ASSERT_EQ(standin_driver_load(&gpu, driver.c_str(), 2), 0);
+    EXPECT_EQ(gpu.mig, 0);
+    // A record the driver could not have made (GI 2 is the half at 0).
+    write_file(driver, "gpu 0 mig 1 1\ngi 0 2 9 4\n");
+    EXPECT_EQ(standin_driver_load(&gpu, driver.c_str(), 0), -1);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(standin_driver_load(&gpu, (dir / "none").c_str(), 0), -1);
+    EXPECT_EQ(errno, ENOENT);
+}
+
+TEST(MigStandinDriver, SavesAsTheDriversCommandsDestroysFirst) {
+    gpuinit::testing::TempDir dir;
+    std::string driver = dir / "mig";
+    write_file(driver, kDriverState);
+    standin_gpu gpu;
+    ASSERT_EQ(standin_driver_load(&gpu, driver.c_str(), 0), 0);
+    // CI 2 goes, GI 1 keeps CI 0; a 2g.20gb and its full CI come.
+    ASSERT_EQ(standin_destroy_ci(&gpu, 1, 2), STANDIN_SUCCESS);
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&gpu, 14, nullptr, &gi), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_create_ci(&gpu, gi, 2, &ci), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_driver_save(&gpu, driver.c_str(), 0), 0);
+    std::string text = read_text(driver);
+    ASSERT_EQ(text.substr(0, std::string(kDriverState).size()), kDriverState);
+    EXPECT_EQ(text.substr(std::string(kDriverState).size()),
+              "destroy-ci 0 1 2\n"
+              "create-gi 0 " +
+                  std::to_string(gi) + " 14 0\ncreate-ci 0 " + std::to_string(gi) + " 0 2\n");
+
+    // A reset with MIG going off: every instance destroyed before the mode.
+    write_file(driver, kDriverState);
+    ASSERT_EQ(standin_driver_load(&gpu, driver.c_str(), 0), 0);
+    gpu.mig_pending = 0;
+    standin_reset(&gpu);
+    ASSERT_EQ(standin_driver_save(&gpu, driver.c_str(), 0), 0);
+    EXPECT_EQ(read_text(driver).substr(std::string(kDriverState).size()),
+              "destroy-ci 0 1 0\ndestroy-ci 0 1 2\ndestroy-gi 0 1\nmode 0 0 0\n");
+
+    // Nothing changed: nothing written.
+    write_file(driver, kDriverState);
+    ASSERT_EQ(standin_driver_load(&gpu, driver.c_str(), 0), 0);
+    ASSERT_EQ(standin_driver_save(&gpu, driver.c_str(), 0), 0);
+    EXPECT_EQ(read_text(driver), kDriverState);
+}
+
+TEST(MigStandinDriver, TheEnvironmentTurnsLoadSaveAndCapsToTheDriver) {
+    gpuinit::testing::TempDir dir;
+    std::string driver = dir / "mig";
+    write_file(driver, kDriverState);
+    DriverMode mode(driver);
+    standin_gpu gpu;
+    // The path's gpu<N> names the minor; no state file is read or written.
+    ASSERT_EQ(standin_load(&gpu, (dir / "state/gpu0").c_str()), 0);
+    EXPECT_TRUE(gpu.gis[1].used);
+    ASSERT_EQ(standin_destroy_ci(&gpu, 1, 0), STANDIN_SUCCESS);
+    ASSERT_EQ(standin_save(&gpu, (dir / "state/gpu0").c_str()), 0);
+    EXPECT_EQ(read_text(driver).substr(std::string(kDriverState).size()), "destroy-ci 0 1 0\n");
+    EXPECT_FALSE(exists(dir / "state"));
+    errno = 0;
+    EXPECT_EQ(standin_load(&gpu, (dir / "state/gpux").c_str()), -1);
+    EXPECT_EQ(errno, EINVAL);
+    // The driver makes the cap files: nothing is written under caps.
+    ASSERT_EQ(standin_write_caps(&gpu, 0, (dir / "caps").c_str(), 1), 0);
+    EXPECT_FALSE(exists(dir / "caps"));
 }
