@@ -33,7 +33,7 @@ std::string gpu_subject(const GpuIdentity& gpu) {
 }
 
 std::vector<GpuApplyOutcome> execute_apply(const std::vector<GpuApplyPlan>& plans,
-                                           MigControl& control) {
+                                           MigControl& control, ResetHolder* holder) {
     std::vector<GpuApplyOutcome> outcomes;
     for (const GpuApplyPlan& plan : plans) {
         GpuApplyOutcome outcome;
@@ -55,9 +55,31 @@ std::vector<GpuApplyOutcome> execute_apply(const std::vector<GpuApplyPlan>& plan
             case ApplyStep::Kind::SetMigMode:
                 done = control.set_mig_mode(plan.gpu, step.mig);
                 break;
-            case ApplyStep::Kind::ResetGpu:
+            case ApplyStep::Kind::ResetGpu: {
+                bool released = false;
+                if (holder != nullptr) {
+                    auto let_go = holder->release(plan.gpu);
+                    if (!let_go) {
+                        done = let_go.error();
+                        break;
+                    }
+                    released = *let_go;
+                }
                 done = control.reset(plan.gpu);
+                if (released) {
+                    // Taken back whether or not the reset worked: the
+                    // admin wanted it held.
+                    Status held = holder->hold(plan.gpu);
+                    if (!held) {
+                        Diagnostic warning = held.error();
+                        warning.severity = Severity::Warning;
+                        warning.message = gpu_subject(plan.gpu) +
+                                          ": not held again after its reset: " + warning.message;
+                        outcome.warnings.push_back(std::move(warning));
+                    }
+                }
                 break;
+            }
             case ApplyStep::Kind::CreateGi: {
                 auto id = control.create_gi(plan.gpu, step.profile, step.start);
                 if (id) {

@@ -32,9 +32,7 @@ class SmiControl : public ::testing::Test {
         standin_h100(&state, mig ? 1 : 0);
         ASSERT_EQ(standin_save(&state, state_path(index).c_str()), 0);
     }
-    std::string state_path(unsigned index) const {
-        return dir_ / ("gpu" + std::to_string(index));
-    }
+    std::string state_path(unsigned index) const { return dir_ / ("gpu" + std::to_string(index)); }
     standin_gpu state(unsigned index) const {
         standin_gpu gpu;
         EXPECT_EQ(standin_load(&gpu, state_path(index).c_str()), 0);

@@ -34,6 +34,17 @@ class MigControl {
                                        std::string_view profile) = 0;
 };
 
+// Whoever holds a GPU open outside any job (gpu-persist) must let it go for
+// a reset: the driver refuses to reset a GPU with a client on it.
+class ResetHolder {
+  public:
+    virtual ~ResetHolder() = default;
+    // true: it held the GPU and has let it go; false: it did not hold it.
+    virtual Result<bool> release(const GpuIdentity& gpu) = 0;
+    // Takes the GPU back after the reset.
+    virtual Status hold(const GpuIdentity& gpu) = 0;
+};
+
 struct CreatedInstance {
     unsigned gi = 0;
     unsigned ci = 0;
@@ -45,13 +56,15 @@ struct GpuApplyOutcome {
     size_t steps_done = 0;
     std::vector<CreatedInstance> created;
     std::optional<Diagnostic> failure; // the step that failed; the GPU's later steps not done
+    std::vector<Diagnostic> warnings;  // a GPU not taken back after its reset
 };
 
 // Carries out each plan's steps in order. Plans other than Change do
 // nothing. A failure names the GPU, the step and, for a create, the layout
-// line it came from.
+// line it came from. A reset is bracketed by `holder`'s release and hold
+// (nullptr: nobody holds GPUs).
 std::vector<GpuApplyOutcome> execute_apply(const std::vector<GpuApplyPlan>& plans,
-                                           MigControl& control);
+                                           MigControl& control, ResetHolder* holder = nullptr);
 
 // "GPU 1 (0000:17:00.0)", as messages name a GPU.
 std::string gpu_subject(const GpuIdentity& gpu);
