@@ -163,7 +163,12 @@ struct fake_cap {
 	int modify;
 };
 
-/* The real driver's numbering of MIG capability minors (see mig-minors). */
+/*
+ * The real driver's numbering of MIG capability minors (see mig-minors), as
+ * nv-caps.c nv_cap_tables_init (580.142) hands them out in table order: the
+ * nvlink table's one entry 0, mig/config 1 and mig/monitor 2, then for
+ * gpu0..gpu31 each of gi0..gi14's access file and its ci0..ci7's.
+ */
 #define MIG_GPUS 32
 #define MIG_GIS 15
 #define MIG_CIS 8
@@ -941,7 +946,7 @@ static void clear_instances(struct fake_gpu *gpu)
 /*
  * Instances, as RM registers them with the capability framework
  * (src/nvidia/arch/nvalloc/unix/src/os.c osRmCapRegisterSmcPartition and
- * osRmCapRegisterSmcExecutionPartition, 580.95.05, called from
+ * osRmCapRegisterSmcExecutionPartition, 580.142, called from
  * kernel_mig_manager.c when an instance is created or restored): a
  * directory gi<swizzId> (mode OS_RUGO | OS_XUGO) holding an access file
  * (OS_RUGO), and in it ci<id> with its own access file; nv-caps.c
@@ -1035,7 +1040,7 @@ static int mig_destroy_gi(struct fake_gpu *gpu, unsigned int id)
 }
 
 /*
- * capabilities/gpu<minor>/mig, as os.c osRmCapRegisterGpu (580.95.05) makes
+ * capabilities/gpu<minor>/mig, as os.c osRmCapRegisterGpu (580.142) makes
  * for every GPU when RM attaches it (here only with MIG, see README.md),
  * then mig=N's instances gi1..giN, each with ci0 (no profile recorded:
  * they overlap, as no real GPU's could).
