@@ -10,7 +10,7 @@
 # driver mode: it creates and destroys instances through the driver's
 # nvidia-test/mig and keeps no state of its own, so whatever the driver
 # loses, nvidia-smi has lost too.
-# shellcheck disable=SC2154 # $tree and $cache come from run-vm-test.sh
+# shellcheck disable=SC2154 # $tree comes from run-vm-test.sh
 echo nvidia >"$tree/etc/modules-load.d/gpuinit-vm.conf"
 echo 'options nvidia gpus=2 mig_on=1' >"$tree/etc/modprobe.d/gpuinit-vm.conf"
 rm -f "$tree/etc/munge/munge.key"
@@ -21,21 +21,7 @@ chroot "$tree" systemctl disable --quiet slurmctld.service slurmd.service
 # The scenario starts once the boot is done (munge up), not merely after udev.
 sed -i 's/^After=.*/& multi-user.target/' "$tree/etc/systemd/system/gpuinit-vmtest.service"
 
-install -D -m 0755 "$cache/fake-nvidia/standin-nvidia-smi" \
-  "$tree/usr/local/lib/gpuinit-vm/standin-nvidia-smi"
-# Where the driver package puts nvidia-smi, so that gpu-mig finds it on the
-# PATH systemd gives a unit. One GPU per bound stand-in GPU; their minors
-# are their indices (no reverse_probe).
-cat >"$tree/usr/bin/nvidia-smi" <<'SMI'
-#!/bin/sh
-# The stand-in nvidia-smi in its driver mode (tests/fixture/mig_standin.h).
-GPUINIT_STANDIN_GPUS=$(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)
-GPUINIT_STANDIN_DRIVER=/proc/driver/nvidia-test/mig
-GPUINIT_STANDIN_MIG=/run/gpuinit-standin
-export GPUINIT_STANDIN_GPUS GPUINIT_STANDIN_DRIVER GPUINIT_STANDIN_MIG
-exec /usr/local/lib/gpuinit-vm/standin-nvidia-smi "$@"
-SMI
-chmod 0755 "$tree/usr/bin/nvidia-smi"
+add_standin_nvidia_smi "$tree"
 
 printf '# Every GPU: three 1g.10gb instances, each with its full-size CI.\ngpu=* mig=on gi=1g.10gb*3\n' \
   >"$tree/etc/gpu-mig-layout.conf"
