@@ -303,10 +303,28 @@ Result<std::vector<GiProfile>> NvmlMigControl::profiles(const GpuIdentity& gpu,
         }
         profile.name =
             nvml_gi_profile_name(index, profile.info.memorySizeMB, memory.total).value_or("");
+        if (profile.info.instanceCount > kMaxInstances) {
+            return error(gpu_subject(gpu) +
+                             format(": NVML says profile id %u has %u instances; not believable",
+                                    profile.info.id, profile.info.instanceCount),
+                         EIO);
+        }
+        // The count first, with no array (the documented size query, as
+        // go-nvml's GetGpuInstancePossiblePlacements asks it).
         nvmlGpuInstancePlacement_t placements[kMaxInstances] = {};
-        unsigned count = kMaxInstances;
-        code = api_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile.info.id,
-                                                                  placements, &count);
+        unsigned count = 0;
+        code = api_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile.info.id, nullptr,
+                                                                  &count);
+        if (code == NVML_SUCCESS && count > kMaxInstances) {
+            return error(gpu_subject(gpu) +
+                             format(": NVML says profile id %u has %u placements; not believable",
+                                    profile.info.id, count),
+                         EIO);
+        }
+        if (code == NVML_SUCCESS && count > 0) {
+            code = api_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile.info.id,
+                                                                      placements, &count);
+        }
         if (code == NVML_SUCCESS) {
             profile.placements.assign(placements, placements + std::min(count, kMaxInstances));
         } else if (code != NVML_ERROR_NOT_SUPPORTED) {
@@ -341,8 +359,10 @@ Status NvmlMigControl::read_instances(nvmlDevice_t device, const std::vector<GiP
             }
             state.placements.push_back(std::move(placements));
         }
+        // An array for every instance the profile can have (checked
+        // against kMaxInstances above), its size in `count`.
         nvmlGpuInstance_t instances[kMaxInstances] = {};
-        unsigned count = kMaxInstances;
+        unsigned count = profile.info.instanceCount;
         nvmlReturn_t code =
             api_.nvmlDeviceGetGpuInstances(device, profile.info.id, instances, &count);
         if (code != NVML_SUCCESS) {
@@ -375,8 +395,15 @@ Status NvmlMigControl::read_instances(nvmlDevice_t device, const std::vector<GiP
                                          gi.id, index),
                                   code);
                 }
+                if (ci_profile.instanceCount > kMaxInstances) {
+                    return error(gpu_subject(state.gpu) +
+                                     format(": NVML says CI profile id %u has %u instances; not "
+                                            "believable",
+                                            ci_profile.id, ci_profile.instanceCount),
+                                 EIO);
+                }
                 nvmlComputeInstance_t cis[kMaxInstances] = {};
-                unsigned ci_count = kMaxInstances;
+                unsigned ci_count = ci_profile.instanceCount;
                 code = api_.nvmlGpuInstanceGetComputeInstances(instances[i], ci_profile.id, cis,
                                                                &ci_count);
                 if (code != NVML_SUCCESS) {
