@@ -5,6 +5,7 @@
 // it. The names NVML's profiles get are checked against the H100 capture's
 // nvidia-smi mig -lgip (tests/fixture/captures/h100-580.159.04).
 #include "gpuinit/mig/apply_nvml.hpp"
+#include "gpuinit/mig/apply_smi.hpp"
 #include "machine_fixture.hpp"
 #include "mig_standin.h"
 #include "temp_dir.hpp"
@@ -307,6 +308,31 @@ TEST_F(NvmlControl, AnApplyConvergesInOneRunAndTheNextHasNothingToDo) {
         }
     }
     EXPECT_EQ(used, 11u);
+}
+
+TEST_F(NvmlControl, AModeChangeLeftPendingIsResetThroughNvidiaSmi) {
+    // NVML cannot activate the mode (the GPU is in use as it tries); the
+    // reset goes through nvidia-smi (the stand-in, over the same driver
+    // state), and the instances are then created through NVML in the same
+    // run.
+    setenv("GPUINIT_STANDIN_NVML_ACTIVATION", "in-use", 1);
+    SmiMigControl smi(STANDIN_NVIDIA_SMI, {gpu0(), gpu1()});
+    open(&smi);
+    auto layout = MigLayout::parse("gpu=1 mig=on gi=3g.40gb*2\n", "/etc/gpu-mig-layout.conf");
+    ASSERT_TRUE(layout) << layout.error().message;
+    ApplyOptions options;
+    options.reset_if_needed = true;
+    std::vector<GpuApplyPlan> plans = plan_apply(gpus(), *layout, options);
+    ASSERT_EQ(plans.size(), 2u);
+    ASSERT_EQ(plans[1].verdict, GpuApplyPlan::Verdict::Change);
+    for (const GpuApplyOutcome& outcome : execute_apply(plans, *control_)) {
+        EXPECT_FALSE(outcome.failure) << outcome.failure->message;
+    }
+    std::vector<MigGpuState> after = gpus();
+    ASSERT_EQ(after.size(), 2u);
+    EXPECT_EQ(after[1].mig, true);
+    EXPECT_EQ(after[1].gis.size(), 2u);
+    EXPECT_EQ(plan_apply(after, *layout, options)[1].verdict, GpuApplyPlan::Verdict::AsDeclared);
 }
 
 TEST_F(NvmlControl, ALibraryThatCannotLoadFailsSayingSo) {
