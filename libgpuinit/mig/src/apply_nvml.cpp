@@ -484,6 +484,7 @@ Result<std::vector<MigGpuState>> NvmlMigControl::gpus() {
         if (mode == NVML_ERROR_NOT_SUPPORTED) {
             state.mig = false; // a GPU without MIG
             state.mig_after = false;
+            state.mig_capable = false;
         } else if (mode != NVML_SUCCESS) {
             unknown(failed(state.gpu, "nvmlDeviceGetMigMode", mode));
             out.push_back(std::move(state));

@@ -160,6 +160,15 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
             continue;
         }
         const GpuLayout& want = *made.layout;
+        // `gpu=* mig=off` holds for a GPU without MIG; `mig=on` cannot.
+        if (!state.mig_capable) {
+            made.verdict =
+                want.mig ? GpuApplyPlan::Verdict::DoesNotFit : GpuApplyPlan::Verdict::AsDeclared;
+            made.problem = want.mig ? "this GPU has no MIG (nvidia-smi -q shows its MIG mode "
+                                      "as N/A): name the MIG GPUs in the layout"
+                                    : "";
+            continue;
+        }
         if (!state.mig) {
             made.verdict = GpuApplyPlan::Verdict::Unknown;
             continue;
