@@ -147,6 +147,10 @@ Status walk_table(std::string_view text, std::string_view source, std::string_vi
         }
         // "No GPU instances found: Not Found"; "No MIG-enabled devices
         // found." when no GPU has MIG on (580.159.04, captures/h100-*).
+        // "No GPU instances found: Insufficient Permissions" is a failure.
+        if (auto failure = table_failure(line, source, line_no)) {
+            return *failure;
+        }
         if (line.starts_with(none_found) || line == "No MIG-enabled devices found.") {
             continue;
         }

@@ -95,4 +95,17 @@ TEST(SmiQueryState, ReadsThePciAddressAndAGpuWithoutMig) {
     EXPECT_EQ((*without)[0].mig_current, std::nullopt);
 }
 
+// "No GPU instances found: Not Found" is none; with a permission failure
+// after it, it is a failure, not an empty list.
+TEST(SmiQueryState, NoInstancesForWantOfPermissionIsAFailure) {
+    auto none = parse_nvidia_smi_lgi("No GPU instances found: Not Found\n", "lgi");
+    ASSERT_TRUE(none) << none.error().text();
+    EXPECT_TRUE(none->empty());
+    auto denied = parse_nvidia_smi_lgi("No GPU instances found: Insufficient Permissions\n", "lgi");
+    ASSERT_FALSE(denied);
+    EXPECT_NE(denied.error().text().find("only for root"), std::string::npos);
+    EXPECT_FALSE(
+        parse_nvidia_smi_lci("No compute instances found: Insufficient Permissions\n", "lci"));
+}
+
 } // namespace gpuinit
