@@ -5,6 +5,7 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
@@ -146,6 +147,10 @@ Status walk_table(std::string_view text, std::string_view source, std::string_vi
         }
         // "No GPU instances found: Not Found"; "No MIG-enabled devices
         // found." when no GPU has MIG on (580.159.04, captures/h100-*).
+        // "No GPU instances found: Insufficient Permissions" is a failure.
+        if (auto failure = table_failure(line, source, line_no)) {
+            return *failure;
+        }
         if (line.starts_with(none_found) || line == "No MIG-enabled devices found.") {
             continue;
         }
@@ -708,7 +713,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             }
             if (decoded != "N/A") {
                 mode = decoded == "Enabled";
+            } else if (name == "current_mig") {
+                gpus.back().mig_not_supported = true;
             }
+        } else if (path_is({"nvidia_smi_log", "gpu", "pci"}) && name == "pci_bus_id") {
+            // "00000000:17:00.0": nvidia-smi prints the domain with 8 digits.
+            auto bdf = normalize_bdf(decoded);
+            if (!bdf || !gpus.back().bdf.empty()) {
+                return at(source, line_no, "not one PCI address: " + quote(decoded));
+            }
+            gpus.back().bdf = *bdf;
         } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
                    name == "pid") {
             auto pid = number(decoded, kMaxPid);
