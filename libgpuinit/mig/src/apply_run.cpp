@@ -166,7 +166,7 @@ Result<std::unique_ptr<MigControl>> open_mig_control(const ApplyRequest& request
     }
     std::unique_ptr<MigControl> smi;
     if (!program.empty()) {
-        smi = std::make_unique<SmiMigControl>(program, std::vector<GpuIdentity>{});
+        smi = std::make_unique<SmiMigControl>(program);
     }
     std::optional<Diagnostic> nvml_failed;
     if (request.use_nvml && nvml_supported()) {

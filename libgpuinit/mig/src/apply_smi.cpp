@@ -158,6 +158,7 @@ Result<std::vector<MigGpuState>> SmiMigControl::gpus() {
         if (gpu.mig_not_supported) {
             state.mig = false;
             state.mig_after = false;
+            state.mig_capable = false;
         } else {
             state.mig = gpu.mig_current;
             state.mig_after = gpu.mig_pending;

@@ -275,6 +275,7 @@ TEST_F(SmiControl, AGpuWithoutMigIsMigOff) {
     ASSERT_TRUE(states) << states.error().text();
     EXPECT_EQ((*states)[0].mig, false);
     EXPECT_EQ((*states)[0].mig_after, false);
+    EXPECT_FALSE((*states)[0].mig_capable);
 }
 
 TEST_F(SmiControl, AFailingNvidiaSmiFailsGpusSayingWhy) {
