@@ -391,13 +391,16 @@ Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
         std::string_view spec = w[list];
         size_t close = spec.find("}:");
         SmiPlacements row{*gpu, *profile, {}, 0, line_no};
-        auto size = close == std::string_view::npos
-                        ? std::nullopt
-                        : number(spec.substr(close + 2), kMaxMemorySlices);
-        if (!spec.starts_with('{') || !size || *size == 0) {
+        // A plain value, not an optional: GCC 12 at -O2 misreads the
+        // optional's engaged flag here (-Wmaybe-uninitialized).
+        unsigned size = 0;
+        if (close != std::string_view::npos) {
+            size = number(spec.substr(close + 2), kMaxMemorySlices).value_or(0);
+        }
+        if (!spec.starts_with('{') || size == 0) {
             return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
         }
-        row.size = *size;
+        row.size = size;
         for (std::string_view start : split_fields(spec.substr(1, close - 1), ',')) {
             auto value = number(start, kMaxMemorySlices - 1);
             if (!value || row.starts.size() >= kMaxMemorySlices) {
