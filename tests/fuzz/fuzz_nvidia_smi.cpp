@@ -4,6 +4,7 @@
 // instances. Seeds include the real captures of tests/fixture/captures.
 #include "fuzz_check.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
@@ -71,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_parse(xml, *texts.query_xml, "q.xml");
         for (const SmiQueryGpu& gpu : xml.value_or({})) {
             FUZZ_CHECK(valid_gpu_uuid(gpu.uuid));
+            FUZZ_CHECK(gpu.bdf.empty() || normalize_bdf(gpu.bdf) == gpu.bdf);
+            FUZZ_CHECK(!gpu.mig_not_supported || !gpu.mig_current);
             for (const SmiQueryMig& mig : gpu.migs) {
                 FUZZ_CHECK(mig.gi <= 14 && mig.ci <= 7);
             }

@@ -11,6 +11,29 @@ namespace {
 // A GPU's instances as the layout writes them: each GI's CI profiles
 // sorted, the GIs sorted, so that two layouts compare equal when they have
 // the same instances, whatever their ids.
+// A CI's name in one spelling: where a GI's name has a suffix (+me),
+// NVIDIA's names of its smaller CIs may carry it or not, and a layout may
+// write either; its size in the GI is what counts.
+std::string canonical_ci(const std::string& ci, const std::string& gi) {
+    auto slices = ci_slices_in(ci, gi);
+    return slices ? std::to_string(*slices) + "c" : ci;
+}
+
+// GIs and CIs in one order and spelling, to compare what a GPU has with
+// what its layout declares.
+std::vector<LayoutGi> canonical(std::vector<LayoutGi> gis) {
+    for (LayoutGi& gi : gis) {
+        for (std::string& ci : gi.cis) {
+            ci = canonical_ci(ci, gi.profile);
+        }
+        std::sort(gi.cis.begin(), gi.cis.end());
+    }
+    std::sort(gis.begin(), gis.end(), [](const LayoutGi& a, const LayoutGi& b) {
+        return std::tie(a.profile, a.cis) < std::tie(b.profile, b.cis);
+    });
+    return gis;
+}
+
 std::vector<LayoutGi> as_layout(const std::vector<GiState>& gis) {
     std::vector<LayoutGi> made;
     for (const GiState& gi : gis) {
@@ -19,13 +42,9 @@ std::vector<LayoutGi> as_layout(const std::vector<GiState>& gis) {
         for (const CiState& ci : gi.cis) {
             one.cis.push_back(ci.profile);
         }
-        std::sort(one.cis.begin(), one.cis.end());
         made.push_back(std::move(one));
     }
-    std::sort(made.begin(), made.end(), [](const LayoutGi& a, const LayoutGi& b) {
-        return std::tie(a.profile, a.cis) < std::tie(b.profile, b.cis);
-    });
-    return made;
+    return canonical(std::move(made));
 }
 
 void destroy_all(const MigGpuState& state, std::vector<ApplyStep>& steps) {
@@ -136,14 +155,7 @@ bool matches_layout(const MigGpuState& state, const GpuLayout& layout) {
     if (!layout.mig) {
         return true;
     }
-    std::vector<LayoutGi> declared = layout.gis;
-    for (LayoutGi& gi : declared) {
-        std::sort(gi.cis.begin(), gi.cis.end());
-    }
-    std::sort(declared.begin(), declared.end(), [](const LayoutGi& a, const LayoutGi& b) {
-        return std::tie(a.profile, a.cis) < std::tie(b.profile, b.cis);
-    });
-    return as_layout(state.gis) == declared;
+    return as_layout(state.gis) == canonical(layout.gis);
 }
 
 std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const MigLayout& layout,
@@ -160,6 +172,15 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
             continue;
         }
         const GpuLayout& want = *made.layout;
+        // `gpu=* mig=off` holds for a GPU without MIG; `mig=on` cannot.
+        if (!state.mig_capable) {
+            made.verdict =
+                want.mig ? GpuApplyPlan::Verdict::DoesNotFit : GpuApplyPlan::Verdict::AsDeclared;
+            made.problem = want.mig ? "this GPU has no MIG (nvidia-smi -q shows its MIG mode "
+                                      "as N/A): name the MIG GPUs in the layout"
+                                    : "";
+            continue;
+        }
         if (!state.mig) {
             made.verdict = GpuApplyPlan::Verdict::Unknown;
             continue;

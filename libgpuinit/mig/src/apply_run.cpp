@@ -1,6 +1,7 @@
 #include "gpuinit/mig/apply_run.hpp"
 
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/mig/apply_nvml.hpp"
 #include "gpuinit/mig/apply_smi.hpp"
 #include "gpuinit/mig/names.hpp"
 
@@ -109,22 +110,93 @@ bool outcome_as_declared(const GpuApplyOutcome& outcome) {
     }
 }
 
+namespace {
+
+// NVML's control, with nvidia-smi's for the reset NVML has no call for.
+class NvmlWithSmiReset : public MigControl {
+  public:
+    NvmlWithSmiReset(std::unique_ptr<MigControl> smi, std::unique_ptr<MigControl> nvml)
+        : smi_(std::move(smi)), nvml_(std::move(nvml)) {}
+    Result<std::vector<MigGpuState>> gpus() override { return nvml_->gpus(); }
+    Status destroy_ci(const GpuIdentity& gpu, unsigned gi, unsigned ci) override {
+        return nvml_->destroy_ci(gpu, gi, ci);
+    }
+    Status destroy_gi(const GpuIdentity& gpu, unsigned gi) override {
+        return nvml_->destroy_gi(gpu, gi);
+    }
+    Status set_mig_mode(const GpuIdentity& gpu, bool on) override {
+        return nvml_->set_mig_mode(gpu, on);
+    }
+    Status reset(const GpuIdentity& gpu) override {
+        // nvidia-smi numbers the GPUs when it reads them.
+        if (smi_) {
+            if (auto read = smi_->gpus(); !read) {
+                return read.error();
+            }
+        }
+        return nvml_->reset(gpu);
+    }
+    Result<unsigned> create_gi(const GpuIdentity& gpu, std::string_view profile,
+                               std::optional<unsigned> start) override {
+        return nvml_->create_gi(gpu, profile, start);
+    }
+    Result<unsigned> create_ci(const GpuIdentity& gpu, unsigned gi,
+                               std::string_view profile) override {
+        return nvml_->create_ci(gpu, gi, profile);
+    }
+
+  private:
+    std::unique_ptr<MigControl> smi_; // before nvml_: destroyed after it
+    std::unique_ptr<MigControl> nvml_;
+};
+
+} // namespace
+
 Result<std::unique_ptr<MigControl>> open_mig_control(const ApplyRequest& request,
                                                      Diagnostics& diagnostics, std::string& name) {
-    (void)diagnostics;
     std::string program = request.nvidia_smi;
+    std::optional<Diagnostic> smi_missing;
     if (program.empty()) {
         auto found = find_nvidia_smi();
-        if (!found) {
-            Diagnostic failure = found.error();
-            failure.message = "no way to change MIG instances: " + failure.message;
-            return failure;
+        if (found) {
+            program = *found;
+        } else {
+            smi_missing = found.error();
         }
-        program = *found;
+    }
+    std::unique_ptr<MigControl> smi;
+    if (!program.empty()) {
+        smi = std::make_unique<SmiMigControl>(program);
+    }
+    std::optional<Diagnostic> nvml_failed;
+    if (request.use_nvml && nvml_supported()) {
+        MigControl* reset_through = smi.get();
+        auto nvml = open_nvml_mig_control(
+            diagnostics, request.nvml_library.empty() ? kNvmlLibrary : request.nvml_library,
+            reset_through);
+        if (nvml) {
+            name = "NVML";
+            return std::unique_ptr<MigControl>(
+                std::make_unique<NvmlWithSmiReset>(std::move(smi), std::move(*nvml)));
+        }
+        nvml_failed = nvml.error();
+    }
+    if (!smi) {
+        Diagnostic failure = *smi_missing;
+        failure.message = "no way to read or change MIG instances: " + failure.message +
+                          (nvml_failed ? "; and NVML: " + nvml_failed->message : "");
+        return failure;
+    }
+    // A machine without the driver's NVML is the usual reason and says
+    // nothing; one whose NVML loads and then fails is worth a line.
+    if (nvml_failed && nvml_failed->code != ENOENT) {
+        Diagnostic warning = *nvml_failed;
+        warning.severity = Severity::Warning;
+        warning.message = "NVML not used: " + warning.message + "; nvidia-smi is";
+        diagnostics.add(std::move(warning));
     }
     name = "nvidia-smi (" + program + ")";
-    return std::unique_ptr<MigControl>(
-        std::make_unique<SmiMigControl>(program, std::vector<GpuIdentity>{}));
+    return smi;
 }
 
 Result<ApplyReport> run_apply(const Sysroot& root, const ApplyRequest& request, MigControl* control,

@@ -8,8 +8,10 @@
 
 #include "gpuinit/base/spawn.hpp"
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/mig/layout.hpp"
 #include "gpuinit/mig/names.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gpuinit::mig {
@@ -73,14 +75,186 @@ std::optional<unsigned> ci_profile_id(std::string_view profile) {
     return static_cast<unsigned>(kIds[*slices]);
 }
 
+SmiMigControl::SmiMigControl(std::string program, std::chrono::milliseconds timeout)
+    : program_(std::move(program)), timeout_(timeout) {}
+
 SmiMigControl::SmiMigControl(std::string program, std::vector<GpuIdentity> gpus,
                              std::chrono::milliseconds timeout)
     : program_(std::move(program)), gpus_(std::move(gpus)), timeout_(timeout) {}
 
+Result<std::string> SmiMigControl::run_all(const std::vector<std::string>& args,
+                                           bool none_is_empty) const {
+    std::vector<std::string> argv{program_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string output;
+    SpawnRequest request{argv, {}, &output};
+    request.output_limit = kOutputLimit;
+    request.timeout = timeout_;
+    auto status = run_program(request);
+    std::string shown = "nvidia-smi";
+    for (const std::string& arg : args) {
+        shown += " " + arg;
+    }
+    if (!status) {
+        Diagnostic failure = status.error();
+        failure.message = shown + ": " + failure.message;
+        return failure;
+    }
+    if (*status == 0) {
+        return output;
+    }
+    if (none_is_empty) {
+        // What nvidia-smi prints when there is nothing to list. 580.159.04
+        // exits with 0 after the first (captures/h100-580.159.04); no
+        // driver's status after the others is published, so any is taken.
+        bool only_none = true;
+        for (std::string_view line : split_lines(output)) {
+            line = trim(line);
+            only_none = only_none && (line.empty() || line == "No MIG-enabled devices found." ||
+                                      line == "No GPU instances found: Not Found" ||
+                                      line == "No compute instances found: Not Found");
+        }
+        if (only_none && !trim(output).empty()) {
+            return std::string();
+        }
+    }
+    return error(format("%s exited with status %d: ", shown.c_str(), *status) + why(output), EIO);
+}
+
+namespace {
+
+// The outputs of one gpus() call disagree: what to say.
+Diagnostic disagree(const std::string& what) {
+    return error("nvidia-smi's outputs disagree (" + what +
+                     "): the GPUs changed while they were read; run it again",
+                 EAGAIN);
+}
+
+} // namespace
+
 Result<std::vector<MigGpuState>> SmiMigControl::gpus() {
-    return error("reading the GPUs' MIG state through nvidia-smi is not supported yet: load "
-                 "NVML (libnvidia-ml.so.1) for gpu-mig apply",
-                 ENOTSUP);
+    auto xml = run_all({"-q", "-x"}, false);
+    if (!xml) {
+        return xml.error();
+    }
+    auto query = parse_nvidia_smi_query_xml(*xml, program_ + " -q -x");
+    if (!query) {
+        return query.error();
+    }
+    std::vector<MigGpuState> states;
+    std::vector<GpuIdentity> order;
+    bool any_mig = false;
+    for (size_t index = 0; index < query->size(); ++index) {
+        const SmiQueryGpu& gpu = (*query)[index];
+        if (!gpu.minor || gpu.bdf.empty()) {
+            return error(format("nvidia-smi -q -x gives GPU %zu (", index) + quote(gpu.uuid, 80) +
+                             ") no <minor_number> or <pci_bus_id>: gpu-mig apply needs both "
+                             "(is the driver's device file missing?)",
+                         EIO);
+        }
+        MigGpuState state;
+        state.gpu = {*gpu.minor, gpu.bdf, gpu.uuid};
+        state.model = gpu.name;
+        if (gpu.mig_not_supported) {
+            state.mig = false;
+            state.mig_after = false;
+            state.mig_capable = false;
+        } else {
+            state.mig = gpu.mig_current;
+            state.mig_after = gpu.mig_pending;
+        }
+        any_mig = any_mig || state.mig.value_or(false);
+        state.pids = gpu.pids;
+        std::sort(state.pids.begin(), state.pids.end());
+        state.pids.erase(std::unique(state.pids.begin(), state.pids.end()), state.pids.end());
+        order.push_back(state.gpu);
+        states.push_back(std::move(state));
+    }
+    // Instances and placements matter only on a GPU with MIG on; with none,
+    // the mig commands are not run (on a machine without MIG they fail).
+    if (any_mig) {
+        std::vector<std::string> texts;
+        for (const char* list : {"-lgi", "-lci", "-lgip", "-lgipp"}) {
+            auto text = run_all({"mig", list}, true);
+            if (!text) {
+                return text.error();
+            }
+            texts.push_back(std::move(*text));
+        }
+        auto lgi = parse_nvidia_smi_lgi(texts[0], program_ + " mig -lgi");
+        if (!lgi) {
+            return lgi.error();
+        }
+        auto lci = parse_nvidia_smi_lci(texts[1], program_ + " mig -lci");
+        if (!lci) {
+            return lci.error();
+        }
+        auto lgip = parse_nvidia_smi_lgip(texts[2], program_ + " mig -lgip");
+        if (!lgip) {
+            return lgip.error();
+        }
+        auto lgipp = parse_nvidia_smi_lgipp(texts[3], program_ + " mig -lgipp");
+        if (!lgipp) {
+            return lgipp.error();
+        }
+        for (const SmiGpuInstance& row : *lgi) {
+            if (row.gpu_index >= states.size() || !states[row.gpu_index].mig.value_or(false)) {
+                return disagree(format("mig -lgi lists GI %u on GPU %u, which -q -x gives no "
+                                       "MIG",
+                                       row.gi, row.gpu_index));
+            }
+            states[row.gpu_index].gis.push_back({row.gi, row.profile, {}});
+        }
+        for (const SmiComputeInstance& row : *lci) {
+            std::vector<GiState>* gis =
+                row.gpu_index < states.size() ? &states[row.gpu_index].gis : nullptr;
+            auto gi = gis == nullptr
+                          ? std::vector<GiState>::iterator()
+                          : std::find_if(gis->begin(), gis->end(),
+                                         [&](const GiState& g) { return g.id == row.gi; });
+            if (gis == nullptr || gi == gis->end()) {
+                return disagree(format("mig -lci lists CI %u of GI %u on GPU %u, which mig -lgi "
+                                       "does not list",
+                                       row.ci, row.gi, row.gpu_index));
+            }
+            // A CI as large as its GI is named as the GI, as the layout
+            // names it: nvidia-smi spells the one of a 1g.10gb+me GI
+            // "1g.10gb".
+            std::string profile = row.profile;
+            if (ci_slices_in(profile, gi->profile) == gi_slices(gi->profile)) {
+                profile = gi->profile;
+            }
+            gi->cis.push_back({row.ci, std::move(profile)});
+        }
+        for (const SmiPlacements& row : *lgipp) {
+            if (row.gpu_index >= states.size()) {
+                return disagree(
+                    format("mig -lgipp lists GPU %u, which -q -x does not", row.gpu_index));
+            }
+            const SmiGiProfile* profile = nullptr;
+            for (const SmiGiProfile& named : *lgip) {
+                if (named.gpu_index == row.gpu_index && named.profile_id == row.profile_id) {
+                    profile = &named;
+                }
+            }
+            if (profile == nullptr) {
+                return disagree(format("mig -lgipp lists profile %u of GPU %u, which mig -lgip "
+                                       "does not name",
+                                       row.profile_id, row.gpu_index));
+            }
+            states[row.gpu_index].placements.push_back({profile->profile, row.size, row.starts});
+        }
+        for (MigGpuState& state : states) {
+            std::sort(state.gis.begin(), state.gis.end(),
+                      [](const GiState& a, const GiState& b) { return a.id < b.id; });
+            for (GiState& gi : state.gis) {
+                std::sort(gi.cis.begin(), gi.cis.end(),
+                          [](const CiState& a, const CiState& b) { return a.id < b.id; });
+            }
+        }
+    }
+    gpus_ = std::move(order);
+    return states;
 }
 
 Result<unsigned> SmiMigControl::index_of(const GpuIdentity& gpu) const {
@@ -89,6 +263,11 @@ Result<unsigned> SmiMigControl::index_of(const GpuIdentity& gpu) const {
             (gpu.uuid.empty() && !gpu.bdf.empty() && gpus_[i].bdf == gpu.bdf)) {
             return static_cast<unsigned>(i);
         }
+    }
+    if (gpus_.empty()) {
+        return error("nvidia-smi's GPUs are not known yet: read them (gpus()) before changing "
+                     "one",
+                     ENODEV);
     }
     return error("nvidia-smi does not list this GPU (" +
                      quote(gpu.uuid.empty() ? gpu.bdf : gpu.uuid, 80) +

@@ -5,6 +5,7 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
@@ -146,6 +147,10 @@ Status walk_table(std::string_view text, std::string_view source, std::string_vi
         }
         // "No GPU instances found: Not Found"; "No MIG-enabled devices
         // found." when no GPU has MIG on (580.159.04, captures/h100-*).
+        // "No GPU instances found: Insufficient Permissions" is a failure.
+        if (auto failure = table_failure(line, source, line_no)) {
+            return *failure;
+        }
         if (line.starts_with(none_found) || line == "No MIG-enabled devices found.") {
             continue;
         }
@@ -386,13 +391,16 @@ Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
         std::string_view spec = w[list];
         size_t close = spec.find("}:");
         SmiPlacements row{*gpu, *profile, {}, 0, line_no};
-        auto size = close == std::string_view::npos
-                        ? std::nullopt
-                        : number(spec.substr(close + 2), kMaxMemorySlices);
-        if (!spec.starts_with('{') || !size || *size == 0) {
+        // A plain value, not an optional: GCC 12 at -O2 misreads the
+        // optional's engaged flag here (-Wmaybe-uninitialized).
+        unsigned size = 0;
+        if (close != std::string_view::npos) {
+            size = number(spec.substr(close + 2), kMaxMemorySlices).value_or(0);
+        }
+        if (!spec.starts_with('{') || size == 0) {
             return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
         }
-        row.size = *size;
+        row.size = size;
         for (std::string_view start : split_fields(spec.substr(1, close - 1), ',')) {
             auto value = number(start, kMaxMemorySlices - 1);
             if (!value || row.starts.size() >= kMaxMemorySlices) {
@@ -708,7 +716,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             }
             if (decoded != "N/A") {
                 mode = decoded == "Enabled";
+            } else if (name == "current_mig") {
+                gpus.back().mig_not_supported = true;
             }
+        } else if (path_is({"nvidia_smi_log", "gpu", "pci"}) && name == "pci_bus_id") {
+            // "00000000:17:00.0": nvidia-smi prints the domain with 8 digits.
+            auto bdf = normalize_bdf(decoded);
+            if (!bdf || !gpus.back().bdf.empty()) {
+                return at(source, line_no, "not one PCI address: " + quote(decoded));
+            }
+            gpus.back().bdf = *bdf;
         } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
                    name == "pid") {
             auto pid = number(decoded, kMaxPid);

@@ -57,6 +57,28 @@ TEST(MigApplyPlan, AGpuAsDeclaredIsLeftAloneWhateverItsIds) {
     EXPECT_TRUE(plans[0].steps.empty());
 }
 
+TEST(MigApplyPlan, ACiOfASuffixedGiMatchesInEitherSpelling) {
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(1, "4g.96gb+gfx", {"1c.4g.96gb", "1c.4g.96gb", "2c.4g.96gb"})};
+    auto plans = plan_apply(
+        {state}, layout_of("gpu=0 mig=on gi=4g.96gb+gfx/1c.4g.96gb+gfx*2,2c.4g.96gb\n"), {});
+    EXPECT_EQ(plans[0].verdict, Verdict::AsDeclared);
+    auto other = plan_apply({state}, layout_of("gpu=0 mig=on gi=4g.96gb+gfx/1c.4g.96gb*4\n"), {});
+    EXPECT_EQ(other[0].verdict, Verdict::Change);
+}
+
+TEST(MigApplyPlan, AGpuWithoutMigIsAsDeclaredOffAndDoesNotFitOn) {
+    MigGpuState plain = gpu(1, false);
+    plain.mig_capable = false;
+    plain.model = "NVIDIA RTX A6000";
+    auto off = plan_apply({plain}, layout_of("gpu=* mig=off\n"), {});
+    EXPECT_EQ(off[0].verdict, Verdict::AsDeclared);
+    auto on = plan_apply({plain}, layout_of("gpu=* mig=on gi=1g.10gb\n"), {});
+    EXPECT_EQ(on[0].verdict, Verdict::DoesNotFit);
+    EXPECT_NE(on[0].problem.find("has no MIG"), std::string::npos) << on[0].problem;
+    EXPECT_TRUE(on[0].steps.empty());
+}
+
 TEST(MigApplyPlan, AChangedLayoutClearsTheGpuThenCreatesLargestFirst) {
     MigLayout layout = layout_of("gpu=0 mig=on gi=1g.10gb gi=3g.40gb/1c.3g.40gb*2\n");
     MigGpuState state = gpu(0, true);

@@ -4,6 +4,7 @@
 // release and hold, and a change the driver did not make is caught by
 // reading the GPUs again. (The whole command with its sync: tests/root.)
 #include "gpuinit/mig/apply_run.hpp"
+#include "gpuinit/mig/nvml.hpp"
 #include "standin_control.hpp"
 #include "temp_dir.hpp"
 
@@ -183,6 +184,46 @@ TEST(MigApplyRun, AChangeTheDriverDidNotMakeIsCaughtByReadingAgain) {
     ASSERT_TRUE(report->gpus[0].failure);
     EXPECT_NE(report->gpus[0].failure->message.find("still differs from"), std::string::npos)
         << report->gpus[0].failure->message;
+}
+
+TEST(MigApplyRun, NvmlIsTheControlWhereItLoadsAndNvidiaSmiOtherwise) {
+    gpuinit::testing::TempDir state;
+    setenv("GPUINIT_STANDIN_MIG", state.path().c_str(), 1);
+    setenv("GPUINIT_STANDIN_GPUS", "2", 1);
+    Root root("gpu=* mig=on gi=1g.10gb*7\n");
+    ApplyRequest made = request(ApplyRequest::Mode::Check);
+    made.nvml_library = STANDIN_NVML_LIBRARY;
+    made.nvidia_smi = STANDIN_NVIDIA_SMI;
+    auto report = run_apply(root.root(), made, nullptr, nullptr);
+    ASSERT_TRUE(report) << report.error().text();
+    if (nvml_supported()) {
+        EXPECT_EQ(report->control, "NVML");
+    } else {
+        EXPECT_EQ(report->control, std::string("nvidia-smi (") + STANDIN_NVIDIA_SMI + ")");
+    }
+    made.use_nvml = false;
+    auto by_smi = run_apply(root.root(), made, nullptr, nullptr);
+    unsetenv("GPUINIT_STANDIN_MIG");
+    unsetenv("GPUINIT_STANDIN_GPUS");
+    ASSERT_TRUE(by_smi) << by_smi.error().text();
+    EXPECT_EQ(by_smi->control, std::string("nvidia-smi (") + STANDIN_NVIDIA_SMI + ")");
+    EXPECT_EQ(report->gpus.size(), 2u);
+    EXPECT_EQ(report->status, ApplyReport::Status::Differs);
+}
+
+TEST(MigApplyRun, NeitherNvmlNorNvidiaSmiIsOneLineWithBoth) {
+    Root root("gpu=* mig=off\n");
+    ApplyRequest made = request(ApplyRequest::Mode::Check);
+    made.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+    made.nvidia_smi = "";
+    std::string saved = getenv("PATH") != nullptr ? getenv("PATH") : "";
+    setenv("PATH", "/nonexistent", 1);
+    auto report = run_apply(root.root(), made, nullptr, nullptr);
+    setenv("PATH", saved.c_str(), 1);
+    ASSERT_FALSE(report);
+    EXPECT_NE(report.error().message.find("no way to read or change MIG instances"),
+              std::string::npos)
+        << report.error().text();
 }
 
 } // namespace gpuinit::mig

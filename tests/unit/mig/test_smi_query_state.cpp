@@ -65,4 +65,47 @@ TEST(SmiQueryState, RefusesAModeOrPidItCannotRead) {
     EXPECT_NE(pid.error().text().find("not a process id"), std::string::npos);
 }
 
+// <pci><pci_bus_id> as the canonical address ("00000000:00:06.0" on the
+// H100); <gpu id="..."> outside <pci> is not it. N/A marks a GPU without MIG.
+TEST(SmiQueryState, ReadsThePciAddressAndAGpuWithoutMig) {
+    std::string text = capture("h100-580.159.04/q.xml");
+    auto h100 = parse_nvidia_smi_query_xml(text, "q.xml");
+    ASSERT_TRUE(h100) << h100.error().text();
+    EXPECT_EQ((*h100)[0].bdf, "0000:00:06.0");
+    EXPECT_FALSE((*h100)[0].mig_not_supported);
+
+    std::string moved = text;
+    moved.replace(moved.find("<pci_bus_id>00000000:00:06.0"), 28, "<pci_bus_id>00000000:A1:00.0");
+    auto upper = parse_nvidia_smi_query_xml(moved, "q.xml");
+    ASSERT_TRUE(upper) << upper.error().text();
+    EXPECT_EQ((*upper)[0].bdf, "0000:a1:00.0");
+
+    std::string bad = text;
+    bad.replace(bad.find("<pci_bus_id>00000000:00:06.0"), 28, "<pci_bus_id>00000000:00:06.9");
+    auto refused = parse_nvidia_smi_query_xml(bad, "q.xml");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().text().find("not one PCI address"), std::string::npos);
+
+    std::string none = text;
+    none.replace(none.find("<current_mig>Disabled"), 21, "<current_mig>N/A");
+    none.replace(none.find("<pending_mig>Disabled"), 21, "<pending_mig>N/A");
+    auto without = parse_nvidia_smi_query_xml(none, "q.xml");
+    ASSERT_TRUE(without) << without.error().text();
+    EXPECT_TRUE((*without)[0].mig_not_supported);
+    EXPECT_EQ((*without)[0].mig_current, std::nullopt);
+}
+
+// "No GPU instances found: Not Found" is none; with a permission failure
+// after it, it is a failure, not an empty list.
+TEST(SmiQueryState, NoInstancesForWantOfPermissionIsAFailure) {
+    auto none = parse_nvidia_smi_lgi("No GPU instances found: Not Found\n", "lgi");
+    ASSERT_TRUE(none) << none.error().text();
+    EXPECT_TRUE(none->empty());
+    auto denied = parse_nvidia_smi_lgi("No GPU instances found: Insufficient Permissions\n", "lgi");
+    ASSERT_FALSE(denied);
+    EXPECT_NE(denied.error().text().find("only for root"), std::string::npos);
+    EXPECT_FALSE(
+        parse_nvidia_smi_lci("No compute instances found: Insufficient Permissions\n", "lci"));
+}
+
 } // namespace gpuinit

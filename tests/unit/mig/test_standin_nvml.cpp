@@ -2,6 +2,7 @@
 // by path as gpuinit loads the driver's: what nvml.h documents for each
 // call, and one driver state shared with the stand-in nvidia-smi.
 #include "gpuinit/nvml/nvml_h.hpp"
+#include "machine_fixture.hpp"
 #include "mig_standin.h"
 #include "temp_dir.hpp"
 
@@ -155,4 +156,66 @@ TEST_F(StandinNvml, AModeChangeActivatesUnlessTheGpuIsInUse) {
     EXPECT_EQ(call<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlGpuInstance_t*)>(
                   "nvmlDeviceCreateGpuInstance")(device_, 19, &gi),
               NVML_ERROR_NOT_SUPPORTED);
+}
+
+TEST_F(StandinNvml, ListsTheProcessesAsNvmlhDocumentsTheCount) {
+    auto list = call<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*)>(
+        "nvmlDeviceGetComputeRunningProcesses_v3");
+    unsigned count = 0;
+    ASSERT_EQ(list(device_, &count, nullptr), NVML_SUCCESS); // none running
+    EXPECT_EQ(count, 0u);
+    setenv("GPUINIT_STANDIN_PIDS", "1:77,0:4242,0:4243", 1);
+    EXPECT_EQ(list(device_, &count, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+    EXPECT_EQ(count, 2u);
+    nvmlProcessInfo_t infos[2]{};
+    ASSERT_EQ(list(device_, &count, infos), NVML_SUCCESS);
+    ASSERT_EQ(count, 2u);
+    EXPECT_EQ(infos[0].pid, 4242u);
+    EXPECT_EQ(infos[1].pid, 4243u);
+    EXPECT_EQ(infos[0].gpuInstanceId, 0xFFFFFFFFu); // no CI yet
+    // With MIG on, the parent device's list is the aggregate: a CI's ids.
+    nvmlGpuInstance_t gi = nullptr;
+    ASSERT_EQ(call<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlGpuInstance_t*)>(
+                  "nvmlDeviceCreateGpuInstance")(device_, 9, &gi),
+              NVML_SUCCESS);
+    nvmlComputeInstance_t ci = nullptr;
+    ASSERT_EQ(
+        call<nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, nvmlComputeInstance_t*)>(
+            "nvmlGpuInstanceCreateComputeInstance")(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci),
+        NVML_SUCCESS);
+    ASSERT_EQ(list(device_, &count, infos), NVML_SUCCESS);
+    nvmlGpuInstanceInfo_t gi_info{};
+    ASSERT_EQ(call<nvmlReturn_t (*)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*)>(
+                  "nvmlGpuInstanceGetInfo")(gi, &gi_info),
+              NVML_SUCCESS);
+    EXPECT_EQ(infos[0].gpuInstanceId, gi_info.id);
+    EXPECT_EQ(infos[0].computeInstanceId, 0u);
+    unsetenv("GPUINIT_STANDIN_PIDS");
+}
+
+TEST_F(StandinNvml, NamesEachGpuAsTheStandinNvidiaSmiDoes) {
+    nvmlDevice_t second = nullptr;
+    ASSERT_EQ(call<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2")(
+                  1, &second),
+              NVML_SUCCESS);
+    nvmlPciInfo_t pci{};
+    ASSERT_EQ(call<nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>("nvmlDeviceGetPciInfo_v3")(
+                  second, &pci),
+              NVML_SUCCESS);
+    EXPECT_STREQ(pci.busId, "00000000:27:00.0");
+    unsigned minor = 9;
+    ASSERT_EQ(
+        call<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>("nvmlDeviceGetMinorNumber")(second, &minor),
+        NVML_SUCCESS);
+    EXPECT_EQ(minor, 1u);
+    auto uuid = call<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetUUID");
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    ASSERT_EQ(uuid(second, text, sizeof text), NVML_SUCCESS);
+    EXPECT_EQ(std::string(text), gpuinit::testing::fake_uuid(1));
+    EXPECT_EQ(uuid(second, text, 8), NVML_ERROR_INSUFFICIENT_SIZE);
+    nvmlMemory_t memory{};
+    ASSERT_EQ(call<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo")(
+                  second, &memory),
+              NVML_SUCCESS);
+    EXPECT_EQ(memory.total, 81559ull << 20); // the H100 capture's -q
 }

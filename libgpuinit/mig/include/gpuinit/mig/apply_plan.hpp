@@ -51,6 +51,7 @@ struct GiPlacements {
 struct MigGpuState {
     GpuIdentity gpu;
     std::string model;                    // "NVIDIA H100 80GB HBM3"
+    bool mig_capable = true;              // false: the GPU has no MIG (mig is false)
     std::optional<bool> mig;              // current MIG mode; nullopt: not known
     std::optional<bool> mig_after;        // the mode after the next reset (NVML's pending)
     std::vector<GiState> gis;             // with mig

@@ -192,8 +192,9 @@ const SmiGiProfile* find_gi_profile(const std::vector<SmiGiProfile>& rows, unsig
 // per <gpu>, <uuid>, <minor_number>, <product_name> and
 // <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>;
 // and what gpu-mig apply needs: <mig_mode><current_mig>, <pending_mig>
-// ("Enabled", "Disabled"; "N/A" on a GPU without MIG) and the
-// <processes><process_info><pid> of the processes on the GPU.
+// ("Enabled", "Disabled"; "N/A" on a GPU without MIG), <pci><pci_bus_id>
+// ("00000000:17:00.0") and the <processes><process_info><pid> of the
+// processes on the GPU. The <gpu>s come in nvidia-smi's index order.
 // Read line by line as nvidia-smi writes it (one element per line).
 struct SmiQueryMig {
     unsigned index = 0;
@@ -207,8 +208,10 @@ struct SmiQueryGpu {
     std::string name;
     size_t line = 0;
     std::vector<SmiQueryMig> migs;
+    std::string bdf;                 // canonical: "0000:17:00.0"; empty: not given
     std::optional<bool> mig_current; // nullopt: N/A or not given
     std::optional<bool> mig_pending;
+    bool mig_not_supported = false; // <current_mig> is N/A: a GPU without MIG
     std::vector<unsigned> pids;
 };
 Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
