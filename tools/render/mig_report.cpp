@@ -509,6 +509,17 @@ Rendered render_gres_check_text(const std::vector<GresFinding>& findings, const 
                                 const Diagnostics& diagnostics, int verbosity) {
     Rendered rendered;
     render_diagnostics(kProgram, diagnostics, verbosity, rendered);
+    // -q (gpu-mig.service): one line for the journal, naming the first.
+    if (verbosity < 0) {
+        if (!findings.empty()) {
+            rendered.err +=
+                format("%s: error: %s differs from the machine in %zu ways; first: ", kProgram,
+                       file.c_str(), findings.size()) +
+                gres_finding_name(findings[0].kind) + ": " + findings[0].message +
+                "; gpu-mig gres --check " + file + " lists them all\n";
+        }
+        return rendered;
+    }
     for (const GresFinding& finding : findings) {
         rendered.out +=
             std::string(gres_finding_name(finding.kind)) + ": " + finding.message + "\n";

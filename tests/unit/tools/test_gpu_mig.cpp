@@ -7,6 +7,7 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -137,6 +138,18 @@ TEST(GpuMigTool, GresCheckPassesItsOwnOutputAndFindsAHandWrittenOne) {
     EXPECT_NE(output.find("\"kind\":\"no-cap-files\""), std::string::npos) << output;
     EXPECT_NE(output.find("\"kind\":\"count-change\""), std::string::npos) << output;
     EXPECT_NE(output.find("\"kind\":\"not-listed\""), std::string::npos) << output;
+    // -q, as gpu-mig.service runs it: one line for the journal.
+    EXPECT_EQ(gpu_mig(box,
+                      {"gres", "--nvidia-smi-output", box.smi.path(), "--check",
+                       box.smi / "hand.conf", "-q"},
+                      &output),
+              4)
+        << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+    EXPECT_NE(
+        output.find("gpu-mig: error: " + (box.smi / "hand.conf") + " differs from the machine in "),
+        std::string::npos)
+        << output;
 }
 
 TEST(GpuMigTool, EnvGivesTheJobItsInstancesUuids) {

@@ -214,7 +214,10 @@ if systemctl start slurmd.service; then fail "slurmd started with a wrong gres.c
 systemctl is-failed -q gpu-mig.service || fail "gpu-mig.service did not fail on a wrong gres.conf"
 ! systemctl is-active -q slurmd.service || fail "slurmd runs although gpu-mig.service failed"
 journalctl --no-pager -o cat -u gpu-mig.service | tail -n 20 | tee /tmp/journal-wrong
-grep -q 'gres.conf' /tmp/journal-wrong || fail "the journal does not name gres.conf"
+[ "$(grep -c '^gpu-mig: error: /etc/slurm/gres.conf differs from the machine in [0-9]* ways; first: ' /tmp/journal-wrong)" = 1 ] ||
+  fail "the journal does not have gres --check's one line"
+! grep -q '^\(not-listed\|count-change\|missing-file\): ' /tmp/journal-wrong ||
+  fail "gres --check -q printed its findings one by one"
 # The admin's way on: MIG_GRES_CONF= skips the check.
 cp /etc/default/gpu-restriction /tmp/default.saved 2>/dev/null || : >/tmp/default.saved
 echo 'MIG_GRES_CONF=' >>/etc/default/gpu-restriction
