@@ -104,6 +104,8 @@ check_job() {
 systemctl is-active -q munge.service || fail "munge is not running"
 cat /etc/gpu-mig-layout.conf
 systemctl cat gpu-mig.service
+systemd-analyze verify --man=no gpu-mig.service 2>&1 | tee /tmp/verify
+[ ! -s /tmp/verify ] || fail "systemd-analyze verify complained about gpu-mig.service"
 echo "BOOT scenario-start cs=$(now)"
 
 # The boot: the driver came up with MIG on and no instances, gpu-mig.service
