@@ -30,6 +30,7 @@ constexpr uint64_t kMaxCi = 7;
 // -lgipp's bounds: GPU indices, and placements within a GPU's memory
 // slices (8 on A100 and H100, 12 on the RTX PRO 6000 Blackwell captures).
 constexpr uint64_t kMaxGpuIndex = 255;
+constexpr uint64_t kMaxGpus = kMaxGpuIndex + 1;
 constexpr unsigned kMaxMemorySlices = 64;
 // The kernel's PID_MAX_LIMIT (4194304, include/linux/threads.h).
 constexpr uint64_t kMaxPid = 4194304;
@@ -572,11 +573,14 @@ Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view te
 }
 
 Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source) {
+                                                            std::string_view source,
+                                                            std::optional<unsigned>* attached) {
     std::vector<SmiQueryGpu> gpus;
     std::vector<std::string> stack;
     std::optional<MigInProgress> mig;
     bool seen_root = false;
+    std::optional<unsigned> attached_gpus;
+    bool seen_name = false; // <product_name> of the <gpu> being read
     std::vector<std::string_view> lines = split_lines(text);
     auto path_is = [&stack](std::initializer_list<std::string_view> path) {
         return stack.size() == path.size() && std::equal(stack.begin(), stack.end(), path.begin());
@@ -586,6 +590,23 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
         std::string_view line = trim(lines[i]);
         if (line.empty()) {
             continue;
+        }
+        // nvidia-smi prints a process's name as its user chose it, '<' and
+        // all: on its line, all of it is the name, which is not read.
+        if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+            constexpr std::string_view kOpen = "<process_name>";
+            constexpr std::string_view kClose = "</process_name>";
+            if (line.starts_with(kOpen)) {
+                if (line.size() < kOpen.size() + kClose.size() || !line.ends_with(kClose)) {
+                    return at(source, line_no,
+                              "a process name over more than one line (a name its user gave it, "
+                              "which nvidia-smi prints as it is): the output cannot be read "
+                              "safely; find the process with nvidia-smi and end it or rename "
+                              "it: " +
+                                  quote(line, 80));
+                }
+                continue;
+            }
         }
         if (line.front() != '<') {
             if (line.find('<') != std::string_view::npos) {
@@ -629,8 +650,20 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 gpus.back().migs.push_back({*mig->index, *mig->gi, *mig->ci, mig->line});
                 mig.reset();
             } else if (path_is({"nvidia_smi_log", "gpu"})) {
-                if (gpus.back().uuid.empty()) {
-                    return at(source, gpus.back().line, "a <gpu> without <uuid>");
+                const SmiQueryGpu& done = gpus.back();
+                if (done.uuid.empty()) {
+                    return at(source, done.line, "a <gpu> without <uuid>");
+                }
+                for (size_t other = 0; other + 1 < gpus.size(); ++other) {
+                    const SmiQueryGpu& seen = gpus[other];
+                    if (same_uuid(seen.uuid, done.uuid) ||
+                        (!done.bdf.empty() && seen.bdf == done.bdf) ||
+                        (done.minor && seen.minor == done.minor)) {
+                        return at(source, done.line,
+                                  "GPU " + quote(done.uuid) +
+                                      " is listed twice (its UUID, PCI address or minor): this "
+                                      "is not one nvidia-smi -q -x output; take it again");
+                    }
                 }
             }
             stack.pop_back();
@@ -662,6 +695,7 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 SmiQueryGpu gpu;
                 gpu.line = line_no;
                 gpus.push_back(std::move(gpu));
+                seen_name = false;
             } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
                 mig = MigInProgress{};
                 mig->line = line_no;
@@ -687,7 +721,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             return at(source, line_no, "an element outside <nvidia_smi_log>");
         }
         std::string decoded = xml_text(trim(value));
-        if (path_is({"nvidia_smi_log", "gpu"})) {
+        if (path_is({"nvidia_smi_log"}) && name == "attached_gpus") {
+            // Before the first <gpu>: after it, a user's text could have
+            // written it.
+            auto count = number(decoded, kMaxGpus);
+            if (!count || attached_gpus || !gpus.empty()) {
+                return at(source, line_no,
+                          "not one <attached_gpus> before the GPUs: " + quote(line, 80));
+            }
+            attached_gpus = count;
+        } else if (path_is({"nvidia_smi_log", "gpu"})) {
             SmiQueryGpu& gpu = gpus.back();
             if (name == "uuid") {
                 if (!gpu.uuid.empty() || !valid_gpu_uuid(decoded) || decoded.size() != 40) {
@@ -701,6 +744,10 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpu.minor = minor;
             } else if (name == "product_name") {
+                if (seen_name) {
+                    return at(source, line_no, "a second <product_name>: " + quote(decoded));
+                }
+                seen_name = true;
                 gpu.name = decoded;
             }
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_mode"}) &&
@@ -757,6 +804,9 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
     if (!seen_root) {
         return at(source, std::max<size_t>(1, lines.size()),
                   "no <nvidia_smi_log>: not nvidia-smi -q -x output");
+    }
+    if (attached != nullptr) {
+        *attached = attached_gpus;
     }
     return gpus;
 }

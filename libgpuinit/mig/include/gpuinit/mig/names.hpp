@@ -214,8 +214,15 @@ struct SmiQueryGpu {
     bool mig_not_supported = false; // <current_mig> is N/A: a GPU without MIG
     std::vector<unsigned> pids;
 };
-Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source);
+// A process's <process_name> is text its user chooses, which nvidia-smi
+// prints unescaped: on its line it is only a name; spread over lines, the
+// output is refused. No two <gpu>s are the same GPU (UUID, PCI address,
+// minor). `attached`, when given, gets <attached_gpus>, read only before
+// the first <gpu>, where no text a user chooses comes: a caller that ran
+// -q -x for every GPU checks that as many <gpu>s came.
+Result<std::vector<SmiQueryGpu>>
+parse_nvidia_smi_query_xml(std::string_view text, std::string_view source,
+                           std::optional<unsigned>* attached = nullptr);
 
 // The texts of one machine; an absent one is nullopt. `*_source` name them
 // in messages.
