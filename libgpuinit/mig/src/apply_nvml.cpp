@@ -534,6 +534,10 @@ Result<std::vector<MigGpuState>> NvmlMigControl::gpus() {
         for (const nvml::ProcessListing* list : {&listing, &drawing}) {
             for (const nvml::ProcessRow& row : list->rows) {
                 state.pids.push_back(row.pid);
+                if (row.gpu_instance != nvml::kNoInstance &&
+                    row.compute_instance != nvml::kNoInstance) {
+                    state.used.emplace_back(row.gpu_instance, row.compute_instance);
+                }
             }
         }
         std::sort(state.pids.begin(), state.pids.end());

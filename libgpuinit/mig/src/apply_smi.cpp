@@ -177,6 +177,7 @@ Result<std::vector<MigGpuState>> SmiMigControl::gpus() {
         }
         any_mig = any_mig || state.mig.value_or(false);
         state.pids = gpu.pids;
+        state.used = gpu.process_instances;
         std::sort(state.pids.begin(), state.pids.end());
         state.pids.erase(std::unique(state.pids.begin(), state.pids.end()), state.pids.end());
         order.push_back(state.gpu);

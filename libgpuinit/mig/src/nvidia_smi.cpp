@@ -580,6 +580,8 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
     std::optional<MigInProgress> mig;
     bool seen_root = false;
     std::optional<unsigned> attached_gpus;
+    std::optional<unsigned> process_gi; // of the <process_info> being read
+    std::optional<unsigned> process_ci;
     bool seen_name = false; // <product_name> of the <gpu> being read
     std::vector<std::string_view> lines = split_lines(text);
     auto path_is = [&stack](std::initializer_list<std::string_view> path) {
@@ -649,6 +651,10 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpus.back().migs.push_back({*mig->index, *mig->gi, *mig->ci, mig->line});
                 mig.reset();
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                if (process_gi && process_ci) {
+                    gpus.back().process_instances.emplace_back(*process_gi, *process_ci);
+                }
             } else if (path_is({"nvidia_smi_log", "gpu"})) {
                 const SmiQueryGpu& done = gpus.back();
                 if (done.uuid.empty()) {
@@ -696,6 +702,9 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 gpu.line = line_no;
                 gpus.push_back(std::move(gpu));
                 seen_name = false;
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                process_gi.reset();
+                process_ci.reset();
             } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
                 mig = MigInProgress{};
                 mig->line = line_no;
@@ -777,6 +786,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 return at(source, line_no, "not a process id: " + quote(decoded));
             }
             gpus.back().pids.push_back(*pid);
+        } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
+                   (name == "gpu_instance_id" || name == "compute_instance_id") &&
+                   decoded != "N/A") {
+            bool gi = name == "gpu_instance_id";
+            auto id = number(decoded, gi ? kMaxGi : kMaxCi);
+            std::optional<unsigned>& field = gi ? process_gi : process_ci;
+            if (!id || field) {
+                return at(source, line_no, "not one " + std::string(name) + ": " + quote(decoded));
+            }
+            field = id;
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
             std::optional<unsigned>* field = name == "index"                 ? &mig->index
                                              : name == "gpu_instance_id"     ? &mig->gi

@@ -213,6 +213,9 @@ struct SmiQueryGpu {
     std::optional<bool> mig_pending;
     bool mig_not_supported = false; // <current_mig> is N/A: a GPU without MIG
     std::vector<unsigned> pids;
+    // (GI, CI) of each process whose <gpu_instance_id> and
+    // <compute_instance_id> are given (not N/A).
+    std::vector<std::pair<unsigned, unsigned>> process_instances;
 };
 // A process's <process_name> is text its user chooses, which nvidia-smi
 // prints unescaped: on its line it is only a name; spread over lines, the
