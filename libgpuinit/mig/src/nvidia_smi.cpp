@@ -1003,6 +1003,13 @@ Result<MigNames> load_nvidia_smi_output(const std::string& dir, Diagnostics& dia
 Result<std::string> find_nvidia_smi() {
     const char* path = std::getenv("PATH");
     std::string_view rest = path != nullptr ? path : "";
+    // Root runs what it finds (apply changes the GPUs with it): a program
+    // or directory another user could have written is not taken.
+    const bool as_root = ::geteuid() == 0;
+    auto others_could_write = [](const struct stat& st) {
+        return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    };
+    std::string passed;
     while (!rest.empty()) {
         size_t colon = rest.find(':');
         std::string_view dir = rest.substr(0, colon);
@@ -1013,10 +1020,26 @@ Result<std::string> find_nvidia_smi() {
         }
         std::string candidate = std::string(dir) + "/nvidia-smi";
         struct stat st {};
-        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            ::access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
+        struct stat dir_st {};
+        if (::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            ::access(candidate.c_str(), X_OK) != 0) {
+            continue;
         }
+        if (as_root && (others_could_write(st) || ::stat(std::string(dir).c_str(), &dir_st) != 0 ||
+                        others_could_write(dir_st))) {
+            if (passed.empty()) {
+                passed = candidate;
+            }
+            continue;
+        }
+        return candidate;
+    }
+    if (!passed.empty()) {
+        return error("nvidia-smi on PATH is not used: " + passed +
+                         " (or its directory) is not root's alone, and root would run it; "
+                         "give it to root (chown root, chmod go-w) or name one with "
+                         "--nvidia-smi",
+                     EPERM);
     }
     return error("nvidia-smi is not on PATH: install the driver's utilities, or give saved "
                  "output with --nvidia-smi-output DIR",

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -516,6 +517,40 @@ TEST(NvidiaSmi, RunsNvidiaSmiFromPathOrSaysItIsNotThere) {
     ASSERT_EQ(diagnostics.count(Severity::Warning), 2u); // mig -lgi and -lci
     EXPECT_TRUE(mentions(diagnostics.items()[0], "exited with status 4"))
         << diagnostics.items()[0].text();
+}
+
+// Root runs the nvidia-smi it finds on PATH: one that another user could
+// have written (group- or world-writable, or not root's; or its directory)
+// is passed over, and the message says why.
+TEST(NvidiaSmi, RootPassesOverOneOthersCouldHaveWritten) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: needs root (the check is root's)";
+    }
+    TempDir planted;
+    TempDir real;
+    for (const TempDir* dir : {&planted, &real}) {
+        std::string script = *dir / "nvidia-smi";
+        write(script, "#!/bin/sh\nexit 0\n");
+        ::chmod(script.c_str(), 0755);
+    }
+    ::chmod((planted / "nvidia-smi").c_str(), 0777);
+    const char* old_path = std::getenv("PATH");
+    std::string saved = old_path != nullptr ? old_path : "";
+    ::setenv("PATH", (planted.path() + ":" + real.path()).c_str(), 1);
+    auto found = find_nvidia_smi();
+    ::chmod(planted.path().c_str(), 0777);
+    ::chmod((planted / "nvidia-smi").c_str(), 0755);
+    ::setenv("PATH", planted.path().c_str(), 1);
+    auto in_open_dir = find_nvidia_smi();
+    ::setenv("PATH", saved.c_str(), 1);
+    ::chmod(planted.path().c_str(), 0700);
+
+    ASSERT_TRUE(found) << found.error().text();
+    EXPECT_EQ(*found, real / "nvidia-smi");
+    ASSERT_FALSE(in_open_dir) << *in_open_dir;
+    EXPECT_EQ(in_open_dir.error().code, EPERM);
+    EXPECT_NE(in_open_dir.error().message.find(planted / "nvidia-smi"), std::string::npos)
+        << in_open_dir.error().text();
 }
 
 namespace {
