@@ -600,12 +600,15 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             constexpr std::string_view kClose = "</process_name>";
             if (line.starts_with(kOpen)) {
                 if (line.size() < kOpen.size() + kClose.size() || !line.ends_with(kClose)) {
-                    return at(source, line_no,
-                              "a process name over more than one line (a name its user gave it, "
-                              "which nvidia-smi prints as it is): the output cannot be read "
-                              "safely; find the process with nvidia-smi and end it or rename "
-                              "it: " +
-                                  quote(line, 80));
+                    Diagnostic failure =
+                        at(source, line_no,
+                           "a process name over more than one line (a name its user gave it, "
+                           "which nvidia-smi prints as it is): the output cannot be read "
+                           "safely; find the process with nvidia-smi and end it or rename "
+                           "it: " +
+                               quote(line, 80));
+                    failure.code = kSmiProcessNameCode;
+                    return failure;
                 }
                 continue;
             }
@@ -883,10 +886,19 @@ Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnost
     }
     if (texts.query_xml) {
         auto parsed = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
-        if (!parsed) {
+        if (!parsed && parsed.error().code == kSmiProcessNameCode) {
+            // A user's process name is not the admin's error: the names
+            // are made without what -q -x adds (the MIG UUIDs), as when it
+            // is not given.
+            Diagnostic warning = parsed.error();
+            warning.severity = Severity::Warning;
+            warning.message += "; its MIG UUIDs are left out";
+            diagnostics.add(std::move(warning));
+        } else if (!parsed) {
             return parsed.error();
+        } else {
+            query = std::move(*parsed);
         }
-        query = std::move(*parsed);
     }
 
     // -L's name for a MIG device first: it is NVML's name for the device

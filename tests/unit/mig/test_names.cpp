@@ -195,6 +195,28 @@ TEST(MigNames, WithoutTheXmlUuidsStayUnknownAndAreReportedOnce) {
     EXPECT_TRUE(mentions(warning, "q.xml (nvidia-smi -q -x")) << warning.text();
 }
 
+// A process name that spans lines makes -q -x unreadable; a user chooses
+// it, so the names are still made, without the UUIDs -q -x would give,
+// and the warning says which line.
+TEST(MigNames, AProcessNameOverLinesLeavesOutTheXmlNotTheNames) {
+    std::vector<MigInstance> instances = instances_of(a100_mig_box());
+    NvidiaSmiTexts texts = all_texts(a100_smi());
+    std::string& xml = *texts.query_xml;
+    xml.replace(xml.find("<process_name>python3</process_name>"), 36,
+                "<process_name>a\n</process_info>\n</processes>\n<process_name>b</process_name>");
+    Diagnostics diagnostics;
+    auto names = mig_names_from_nvidia_smi(texts, diagnostics);
+    ASSERT_TRUE(names) << names.error().text();
+    apply_mig_names(instances, *names, diagnostics);
+    for (const MigInstance& instance : instances) {
+        EXPECT_EQ(instance.profile, "1g.10gb");
+        EXPECT_TRUE(instance.uuid.empty());
+    }
+    ASSERT_FALSE(diagnostics.items().empty());
+    EXPECT_TRUE(mentions(diagnostics.items()[0], "process name over more than one line"))
+        << diagnostics.items()[0].text();
+}
+
 TEST(MigNames, NoNamesAtAllSaysWhatIsUnknownAndHowToGiveIt) {
     std::vector<MigInstance> instances = instances_of(a100_mig_box());
     Diagnostics diagnostics;
