@@ -186,7 +186,8 @@ class NvmlMigControl final : public MigControl {
     NvmlMigControl(std::unique_ptr<nvml::Library> library, Diagnostics& diagnostics,
                    MigControl* reset_through)
         : library_(std::move(library)), api_(library_->api()), diagnostics_(diagnostics),
-          reset_through_(reset_through), lister_(api_) {}
+          reset_through_(reset_through), lister_(api_),
+          graphics_(api_, nvml::pid_alive, nvml::ProcessKind::Graphics) {}
 
     Result<std::vector<MigGpuState>> gpus() override;
     Status destroy_ci(const GpuIdentity& gpu, unsigned gi, unsigned ci) override;
@@ -220,6 +221,7 @@ class NvmlMigControl final : public MigControl {
     Diagnostics& diagnostics_;
     MigControl* reset_through_;
     nvml::ProcessLister lister_;
+    nvml::ProcessLister graphics_;
 };
 
 Result<GpuIdentity> NvmlMigControl::identity(nvmlDevice_t device, unsigned index) const {
@@ -507,8 +509,20 @@ Result<std::vector<MigGpuState>> NvmlMigControl::gpus() {
             }
         }
         // Processes are what keeps apply from changing a GPU: a listing
-        // that cannot be trusted leaves the GPU as it is.
+        // that cannot be trusted leaves the GPU as it is. Those with a
+        // graphics context count as nvidia-smi counts them (type G): the
+        // compute list does not name them ("Any graphics applications (e.g.
+        // using OpenGL, DirectX) won't be listed by this function", nvml.h),
+        // and a GPU in MIG mode runs them in +gfx instances.
         nvml::ProcessListing listing = lister_.list(device);
+        nvml::ProcessListing drawing;
+        if (listing.status == nvml::ProcessListing::Status::Ok && graphics_.available()) {
+            drawing = graphics_.list(device);
+            if (drawing.status != nvml::ProcessListing::Status::Ok) {
+                listing.status = drawing.status;
+                listing.problem = drawing.problem;
+            }
+        }
         if (listing.status != nvml::ProcessListing::Status::Ok) {
             Diagnostic why = error(gpu_subject(state.gpu) +
                                    ": its processes cannot be listed: " + listing.problem);
@@ -517,8 +531,14 @@ Result<std::vector<MigGpuState>> NvmlMigControl::gpus() {
             out.push_back(std::move(state));
             continue;
         }
-        for (const nvml::ProcessRow& row : listing.rows) {
-            state.pids.push_back(row.pid);
+        for (const nvml::ProcessListing* list : {&listing, &drawing}) {
+            for (const nvml::ProcessRow& row : list->rows) {
+                state.pids.push_back(row.pid);
+                if (row.gpu_instance != nvml::kNoInstance &&
+                    row.compute_instance != nvml::kNoInstance) {
+                    state.used.emplace_back(row.gpu_instance, row.compute_instance);
+                }
+            }
         }
         std::sort(state.pids.begin(), state.pids.end());
         state.pids.erase(std::unique(state.pids.begin(), state.pids.end()), state.pids.end());

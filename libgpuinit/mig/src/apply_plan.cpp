@@ -47,12 +47,35 @@ std::vector<LayoutGi> as_layout(const std::vector<GiState>& gis) {
     return canonical(std::move(made));
 }
 
+// The instances a process uses first: the driver refuses to destroy them
+// (NVML_ERROR_IN_USE), and a forced change should stop at that refusal
+// before it has destroyed the idle ones.
 void destroy_all(const MigGpuState& state, std::vector<ApplyStep>& steps) {
+    auto ci_used = [&state](unsigned gi, unsigned ci) {
+        return std::find(state.used.begin(), state.used.end(), std::make_pair(gi, ci)) !=
+               state.used.end();
+    };
+    auto gi_used = [&state](unsigned gi) {
+        return std::any_of(state.used.begin(), state.used.end(),
+                           [gi](const auto& used) { return used.first == gi; });
+    };
+    std::vector<const GiState*> gis;
     for (const GiState& gi : state.gis) {
-        for (const CiState& ci : gi.cis) {
-            steps.push_back({ApplyStep::Kind::DestroyCi, gi.id, ci.id, {}, false, {}});
+        gis.push_back(&gi);
+    }
+    std::stable_partition(gis.begin(), gis.end(),
+                          [&](const GiState* gi) { return gi_used(gi->id); });
+    for (const GiState* gi : gis) {
+        std::vector<const CiState*> cis;
+        for (const CiState& ci : gi->cis) {
+            cis.push_back(&ci);
         }
-        steps.push_back({ApplyStep::Kind::DestroyGi, gi.id, 0, {}, false, {}});
+        std::stable_partition(cis.begin(), cis.end(),
+                              [&](const CiState* ci) { return ci_used(gi->id, ci->id); });
+        for (const CiState* ci : cis) {
+            steps.push_back({ApplyStep::Kind::DestroyCi, gi->id, ci->id, {}, false, {}});
+        }
+        steps.push_back({ApplyStep::Kind::DestroyGi, gi->id, 0, {}, false, {}});
     }
 }
 

@@ -50,6 +50,51 @@ bool same_gpu(const GpuIdentity& a, const GpuIdentity& b) {
     return a.minor == b.minor;
 }
 
+// A mode set for "the next reset" may have taken effect at once: NVML's
+// nvmlDeviceSetMigMode "may unbind or reset the device to activate the
+// requested mode" when the GPU is idle (nvml.h), as Hopper's drivers do.
+// Such a GPU is read again and, with its mode now as declared, planned and
+// changed again in this run, so that its instances are made now and no
+// reset is reported that is not needed.
+void finish_activated_modes(MigControl& control, const MigLayout& layout,
+                            const ApplyOptions& options, std::vector<GpuApplyOutcome>& outcomes,
+                            Diagnostics& diagnostics) {
+    bool any = false;
+    for (const GpuApplyOutcome& outcome : outcomes) {
+        any = any || (outcome.plan.reset_pending && !outcome.failure && outcome.steps_done > 0);
+    }
+    if (!any) {
+        return;
+    }
+    auto now = control.gpus();
+    if (!now) {
+        Diagnostic failure = now.error();
+        failure.message = "reading the GPUs again after setting their MIG mode: " + failure.message;
+        diagnostics.add(std::move(failure));
+        return;
+    }
+    for (GpuApplyOutcome& outcome : outcomes) {
+        if (!outcome.plan.reset_pending || outcome.failure || outcome.steps_done == 0 ||
+            outcome.plan.layout == nullptr) {
+            continue;
+        }
+        for (const MigGpuState& state : *now) {
+            if (!same_gpu(state.gpu, outcome.plan.gpu) || state.mig != outcome.plan.layout->mig) {
+                continue;
+            }
+            std::vector<GpuApplyPlan> again = plan_apply({state}, layout, options);
+            std::vector<GpuApplyOutcome> done = execute_apply(again, control);
+            if (done.size() == 1) {
+                for (Diagnostic& warning : outcome.warnings) {
+                    done[0].warnings.push_back(std::move(warning));
+                }
+                outcome = std::move(done[0]);
+            }
+            break;
+        }
+    }
+}
+
 // The GPUs changed, read again: what the driver reports now is what counts.
 void verify_changes(MigControl& control, std::vector<GpuApplyOutcome>& outcomes,
                     Diagnostics& diagnostics) {
@@ -241,6 +286,8 @@ Result<ApplyReport> run_apply(const Sysroot& root, const ApplyRequest& request, 
     }
 
     report.gpus = execute_apply(plans, *control, holder);
+    finish_activated_modes(*control, *report.layout, request.options, report.gpus,
+                           report.diagnostics);
     verify_changes(*control, report.gpus, report.diagnostics);
     bool all = !report.diagnostics.has_errors();
     for (const GpuApplyOutcome& outcome : report.gpus) {

@@ -137,9 +137,21 @@ Result<std::vector<MigGpuState>> SmiMigControl::gpus() {
     if (!xml) {
         return xml.error();
     }
-    auto query = parse_nvidia_smi_query_xml(*xml, program_ + " -q -x");
+    std::optional<unsigned> attached;
+    auto query = parse_nvidia_smi_query_xml(*xml, program_ + " -q -x", &attached);
     if (!query) {
         return query.error();
+    }
+    // A GPU's index is its place in this listing, and what -i and mig -lgi
+    // use: one <gpu> more or less (a process's name can write one) would
+    // give every later GPU another's index.
+    if (!attached || *attached != query->size()) {
+        return error(format("nvidia-smi -q -x lists %zu GPUs where its <attached_gpus> says ",
+                            query->size()) +
+                         (attached ? std::to_string(*attached) : std::string("nothing")) +
+                         ": the GPUs' indices cannot be trusted (a process name that spans "
+                         "lines can do this); run nvidia-smi -q -x and look",
+                     EIO);
     }
     std::vector<MigGpuState> states;
     std::vector<GpuIdentity> order;
@@ -165,6 +177,7 @@ Result<std::vector<MigGpuState>> SmiMigControl::gpus() {
         }
         any_mig = any_mig || state.mig.value_or(false);
         state.pids = gpu.pids;
+        state.used = gpu.process_instances;
         std::sort(state.pids.begin(), state.pids.end());
         state.pids.erase(std::unique(state.pids.begin(), state.pids.end()), state.pids.end());
         order.push_back(state.gpu);

@@ -30,6 +30,7 @@ constexpr uint64_t kMaxCi = 7;
 // -lgipp's bounds: GPU indices, and placements within a GPU's memory
 // slices (8 on A100 and H100, 12 on the RTX PRO 6000 Blackwell captures).
 constexpr uint64_t kMaxGpuIndex = 255;
+constexpr uint64_t kMaxGpus = kMaxGpuIndex + 1;
 constexpr unsigned kMaxMemorySlices = 64;
 // The kernel's PID_MAX_LIMIT (4194304, include/linux/threads.h).
 constexpr uint64_t kMaxPid = 4194304;
@@ -575,11 +576,16 @@ Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view te
 }
 
 Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source) {
+                                                            std::string_view source,
+                                                            std::optional<unsigned>* attached) {
     std::vector<SmiQueryGpu> gpus;
     std::vector<std::string> stack;
     std::optional<MigInProgress> mig;
     bool seen_root = false;
+    std::optional<unsigned> attached_gpus;
+    std::optional<unsigned> process_gi; // of the <process_info> being read
+    std::optional<unsigned> process_ci;
+    bool seen_name = false; // <product_name> of the <gpu> being read
     std::vector<std::string_view> lines = split_lines(text);
     auto path_is = [&stack](std::initializer_list<std::string_view> path) {
         return stack.size() == path.size() && std::equal(stack.begin(), stack.end(), path.begin());
@@ -589,6 +595,26 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
         std::string_view line = trim(lines[i]);
         if (line.empty()) {
             continue;
+        }
+        // nvidia-smi prints a process's name as its user chose it, '<' and
+        // all: on its line, all of it is the name, which is not read.
+        if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+            constexpr std::string_view kOpen = "<process_name>";
+            constexpr std::string_view kClose = "</process_name>";
+            if (line.starts_with(kOpen)) {
+                if (line.size() < kOpen.size() + kClose.size() || !line.ends_with(kClose)) {
+                    Diagnostic failure =
+                        at(source, line_no,
+                           "a process name over more than one line (a name its user gave it, "
+                           "which nvidia-smi prints as it is): the output cannot be read "
+                           "safely; find the process with nvidia-smi and end it or rename "
+                           "it: " +
+                               quote(line, 80));
+                    failure.code = kSmiProcessNameCode;
+                    return failure;
+                }
+                continue;
+            }
         }
         if (line.front() != '<') {
             if (line.find('<') != std::string_view::npos) {
@@ -631,9 +657,25 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpus.back().migs.push_back({*mig->index, *mig->gi, *mig->ci, mig->line});
                 mig.reset();
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                if (process_gi && process_ci) {
+                    gpus.back().process_instances.emplace_back(*process_gi, *process_ci);
+                }
             } else if (path_is({"nvidia_smi_log", "gpu"})) {
-                if (gpus.back().uuid.empty()) {
-                    return at(source, gpus.back().line, "a <gpu> without <uuid>");
+                const SmiQueryGpu& done = gpus.back();
+                if (done.uuid.empty()) {
+                    return at(source, done.line, "a <gpu> without <uuid>");
+                }
+                for (size_t other = 0; other + 1 < gpus.size(); ++other) {
+                    const SmiQueryGpu& seen = gpus[other];
+                    if (same_uuid(seen.uuid, done.uuid) ||
+                        (!done.bdf.empty() && seen.bdf == done.bdf) ||
+                        (done.minor && seen.minor == done.minor)) {
+                        return at(source, done.line,
+                                  "GPU " + quote(done.uuid) +
+                                      " is listed twice (its UUID, PCI address or minor): this "
+                                      "is not one nvidia-smi -q -x output; take it again");
+                    }
                 }
             }
             stack.pop_back();
@@ -665,6 +707,10 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 SmiQueryGpu gpu;
                 gpu.line = line_no;
                 gpus.push_back(std::move(gpu));
+                seen_name = false;
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                process_gi.reset();
+                process_ci.reset();
             } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
                 mig = MigInProgress{};
                 mig->line = line_no;
@@ -690,7 +736,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             return at(source, line_no, "an element outside <nvidia_smi_log>");
         }
         std::string decoded = xml_text(trim(value));
-        if (path_is({"nvidia_smi_log", "gpu"})) {
+        if (path_is({"nvidia_smi_log"}) && name == "attached_gpus") {
+            // Before the first <gpu>: after it, a user's text could have
+            // written it.
+            auto count = number(decoded, kMaxGpus);
+            if (!count || attached_gpus || !gpus.empty()) {
+                return at(source, line_no,
+                          "not one <attached_gpus> before the GPUs: " + quote(line, 80));
+            }
+            attached_gpus = count;
+        } else if (path_is({"nvidia_smi_log", "gpu"})) {
             SmiQueryGpu& gpu = gpus.back();
             if (name == "uuid") {
                 if (!gpu.uuid.empty() || !valid_gpu_uuid(decoded) || decoded.size() != 40) {
@@ -704,6 +759,10 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpu.minor = minor;
             } else if (name == "product_name") {
+                if (seen_name) {
+                    return at(source, line_no, "a second <product_name>: " + quote(decoded));
+                }
+                seen_name = true;
                 gpu.name = decoded;
             }
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_mode"}) &&
@@ -733,6 +792,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 return at(source, line_no, "not a process id: " + quote(decoded));
             }
             gpus.back().pids.push_back(*pid);
+        } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
+                   (name == "gpu_instance_id" || name == "compute_instance_id") &&
+                   decoded != "N/A") {
+            bool gi = name == "gpu_instance_id";
+            auto id = number(decoded, gi ? kMaxGi : kMaxCi);
+            std::optional<unsigned>& field = gi ? process_gi : process_ci;
+            if (!id || field) {
+                return at(source, line_no, "not one " + std::string(name) + ": " + quote(decoded));
+            }
+            field = id;
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
             std::optional<unsigned>* field = name == "index"                 ? &mig->index
                                              : name == "gpu_instance_id"     ? &mig->gi
@@ -760,6 +829,9 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
     if (!seen_root) {
         return at(source, std::max<size_t>(1, lines.size()),
                   "no <nvidia_smi_log>: not nvidia-smi -q -x output");
+    }
+    if (attached != nullptr) {
+        *attached = attached_gpus;
     }
     return gpus;
 }
@@ -817,10 +889,19 @@ Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnost
     }
     if (texts.query_xml) {
         auto parsed = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
-        if (!parsed) {
+        if (!parsed && parsed.error().code == kSmiProcessNameCode) {
+            // A user's process name is not the admin's error: the names
+            // are made without what -q -x adds (the MIG UUIDs), as when it
+            // is not given.
+            Diagnostic warning = parsed.error();
+            warning.severity = Severity::Warning;
+            warning.message += "; its MIG UUIDs are left out";
+            diagnostics.add(std::move(warning));
+        } else if (!parsed) {
             return parsed.error();
+        } else {
+            query = std::move(*parsed);
         }
-        query = std::move(*parsed);
     }
 
     // -L's name for a MIG device first: it is NVML's name for the device
@@ -937,6 +1018,13 @@ Result<MigNames> load_nvidia_smi_output(const std::string& dir, Diagnostics& dia
 Result<std::string> find_nvidia_smi() {
     const char* path = std::getenv("PATH");
     std::string_view rest = path != nullptr ? path : "";
+    // Root runs what it finds (apply changes the GPUs with it): a program
+    // or directory another user could have written is not taken.
+    const bool as_root = ::geteuid() == 0;
+    auto others_could_write = [](const struct stat& st) {
+        return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    };
+    std::string passed;
     while (!rest.empty()) {
         size_t colon = rest.find(':');
         std::string_view dir = rest.substr(0, colon);
@@ -947,10 +1035,26 @@ Result<std::string> find_nvidia_smi() {
         }
         std::string candidate = std::string(dir) + "/nvidia-smi";
         struct stat st {};
-        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            ::access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
+        struct stat dir_st {};
+        if (::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            ::access(candidate.c_str(), X_OK) != 0) {
+            continue;
         }
+        if (as_root && (others_could_write(st) || ::stat(std::string(dir).c_str(), &dir_st) != 0 ||
+                        others_could_write(dir_st))) {
+            if (passed.empty()) {
+                passed = candidate;
+            }
+            continue;
+        }
+        return candidate;
+    }
+    if (!passed.empty()) {
+        return error("nvidia-smi on PATH is not used: " + passed +
+                         " (or its directory) is not root's alone, and root would run it; "
+                         "give it to root (chown root, chmod go-w) or name one with "
+                         "--nvidia-smi",
+                     EPERM);
     }
     return error("nvidia-smi is not on PATH: install the driver's utilities, or give saved "
                  "output with --nvidia-smi-output DIR",

@@ -245,6 +245,22 @@ TEST_F(NvmlControl, ListsTheProcessesOnEachGpu) {
     EXPECT_TRUE(diagnostics_.count(Severity::Warning) > 0);
 }
 
+// A process with a graphics context keeps a GPU from changing as a
+// compute one does: nvidia-smi -q -x lists both (type G and C), NVML's
+// compute list only the second.
+TEST_F(NvmlControl, AGraphicsProcessMakesAGpuBusyToo) {
+    setenv("GPUINIT_STANDIN_GRAPHICS_PIDS", ("0:" + std::to_string(getpid())).c_str(), 1);
+    std::vector<MigGpuState> read = gpus();
+    unsetenv("GPUINIT_STANDIN_GRAPHICS_PIDS");
+    ASSERT_EQ(read.size(), 2u);
+    EXPECT_EQ(read[0].pids, (std::vector<unsigned>{static_cast<unsigned>(getpid())}));
+    EXPECT_TRUE(read[1].pids.empty());
+    auto layout = MigLayout::parse("gpu=* mig=on gi=1g.10gb*7\n", "/etc/gpu-mig-layout.conf");
+    ASSERT_TRUE(layout) << layout.error().text();
+    auto plans = plan_apply(read, *layout, ApplyOptions{});
+    EXPECT_EQ(plans[0].verdict, GpuApplyPlan::Verdict::Busy) << verdict_name(plans[0].verdict);
+}
+
 TEST_F(NvmlControl, AModeChangeNeedsAResetOnlyWhenNvmlLeftItPending) {
     setenv("GPUINIT_STANDIN_NVML_ACTIVATION", "in-use", 1);
     ASSERT_TRUE(control_->set_mig_mode(gpu1(), true));

@@ -124,6 +124,30 @@ TEST(MigApplyPlan, ABusyGpuIsRefusedUnlessForced) {
                                                    Kind::CreateCi}));
 }
 
+// The driver refuses to destroy an instance a process uses (nvml.h,
+// nvmlComputeInstanceDestroy and nvmlGpuInstanceDestroy: NVML_ERROR_IN_USE).
+// Forced, the instances with processes are destroyed first, so that this
+// refusal comes before any idle instance is gone, not after.
+TEST(MigApplyPlan, ForcedTheInstancesInUseAreDestroyedFirst) {
+    MigLayout layout = layout_of("gpu=* mig=on gi=7g.80gb\n");
+    MigGpuState state = gpu(0, true);
+    state.gis = {gi(7, "1g.10gb", {"1g.10gb"}), gi(8, "2g.20gb", {"1c.2g.20gb", "1c.2g.20gb"})};
+    state.gis[1].cis[1].id = 1;
+    state.pids = {100};
+    state.used = {{8, 1}};
+    auto forced = plan_apply({state}, layout, ApplyOptions{.force = true});
+    ASSERT_EQ(forced[0].verdict, Verdict::Change);
+    ASSERT_GE(forced[0].steps.size(), 5u);
+    EXPECT_EQ(forced[0].steps[0].kind, Kind::DestroyCi);
+    EXPECT_EQ(forced[0].steps[0].gi, 8u);
+    EXPECT_EQ(forced[0].steps[0].ci, 1u);
+    EXPECT_EQ(forced[0].steps[1].kind, Kind::DestroyCi);
+    EXPECT_EQ(forced[0].steps[1].gi, 8u);
+    EXPECT_EQ(forced[0].steps[2].kind, Kind::DestroyGi);
+    EXPECT_EQ(forced[0].steps[2].gi, 8u);
+    EXPECT_EQ(forced[0].steps[3].gi, 7u);
+}
+
 TEST(MigApplyPlan, AModeChangeWaitsForAResetUnlessOneIsAllowed) {
     MigLayout layout = layout_of("gpu=0 mig=on gi=1g.10gb*2\ngpu=1 mig=off\n");
     MigGpuState off = gpu(0, false);

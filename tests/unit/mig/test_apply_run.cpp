@@ -186,6 +186,62 @@ TEST(MigApplyRun, AChangeTheDriverDidNotMakeIsCaughtByReadingAgain) {
         << report->gpus[0].failure->message;
 }
 
+// nvmlDeviceSetMigMode "may unbind or reset the device to activate the
+// requested mode" (nvml.h): on an idle GPU the mode is on at once, and the
+// instances are made in the same run; no reset is reported, none is done.
+TEST(MigApplyRun, AModeThatTookEffectAtOnceGetsItsInstancesInTheSameRun) {
+    class Activating : public CountingControl {
+      public:
+        using CountingControl::CountingControl;
+        Status set_mig_mode(const GpuIdentity& gpu, bool on) override {
+            Status set = CountingControl::set_mig_mode(gpu, on);
+            standin_reset(&this->gpu(gpu.minor));
+            return set;
+        }
+        Status reset(const GpuIdentity& gpu) override {
+            ++resets;
+            return CountingControl::reset(gpu);
+        }
+        size_t resets = 0;
+    };
+    Root root("gpu=* mig=on gi=1g.10gb*7\n");
+    Activating control(1);
+    control.gpu(0).mig = 0;
+    control.gpu(0).mig_pending = 0;
+    RecordingHolder holder;
+    auto report = run_apply(root.root(), request(ApplyRequest::Mode::Apply), &control, &holder);
+    ASSERT_TRUE(report) << report.error().text();
+    ASSERT_EQ(report->gpus.size(), 1u);
+    EXPECT_FALSE(report->gpus[0].plan.reset_pending);
+    EXPECT_FALSE(report->gpus[0].failure) << report->gpus[0].failure->text();
+    EXPECT_EQ(report->status, ApplyReport::Status::AsDeclared);
+    EXPECT_EQ(report->gpus[0].created.size(), 7u);
+    EXPECT_EQ(control.resets, 0u);
+    EXPECT_TRUE(holder.calls.empty());
+    unsigned gis = 0;
+    for (const standin_gi& gi : control.gpu(0).gis) {
+        gis += gi.used ? 1u : 0u;
+    }
+    EXPECT_EQ(gis, 7u);
+}
+
+// Where the mode waits for a reset (the GPU in use, or an A100), it is
+// reported pending and nothing more is done.
+TEST(MigApplyRun, AModeThatWaitsForAResetIsPendingAndNothingMore) {
+    Root root("gpu=* mig=on gi=1g.10gb*7\n");
+    CountingControl control(1);
+    control.gpu(0).mig = 0;
+    control.gpu(0).mig_pending = 0;
+    auto report = run_apply(root.root(), request(ApplyRequest::Mode::Apply), &control, nullptr);
+    ASSERT_TRUE(report) << report.error().text();
+    ASSERT_EQ(report->gpus.size(), 1u);
+    EXPECT_TRUE(report->gpus[0].plan.reset_pending);
+    EXPECT_EQ(report->status, ApplyReport::Status::Partial);
+    EXPECT_TRUE(report->gpus[0].created.empty());
+    EXPECT_TRUE(control.gpu(0).mig_pending);
+    EXPECT_FALSE(control.gpu(0).mig);
+}
+
 TEST(MigApplyRun, NvmlIsTheControlWhereItLoadsAndNvidiaSmiOtherwise) {
     gpuinit::testing::TempDir state;
     setenv("GPUINIT_STANDIN_MIG", state.path().c_str(), 1);

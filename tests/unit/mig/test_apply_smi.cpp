@@ -29,6 +29,7 @@ class SmiControl : public ::testing::Test {
         unsetenv("GPUINIT_STANDIN_MIG");
         unsetenv("GPUINIT_STANDIN_GPUS");
         unsetenv("GPUINIT_STANDIN_PIDS");
+        unsetenv("GPUINIT_STANDIN_PROCESS_NAME");
     }
 
     void save(unsigned index, bool mig) {
@@ -233,6 +234,49 @@ TEST_F(SmiControl, GpusReadsEachGpuAsTheDriverHasIt) {
     ASSERT_TRUE(control.set_mig_mode(second.gpu, true));
     EXPECT_TRUE(state(1).mig_pending);
     EXPECT_TRUE(state(0).mig);
+}
+
+// A process's name is the one text in nvidia-smi -q -x its user chooses,
+// and nvidia-smi does not escape it. A user on GPU 0 names a process so
+// that its lines close that <gpu> and open one of their own, an idle GPU
+// with MIG: read by position, it would take GPU 1's index, so apply would
+// see GPU 1's instances on an idle GPU and destroy them under GPU 1's job.
+// The <gpu>s must be as many as <attached_gpus>, which comes before any
+// text a user writes, and no two the same GPU.
+TEST_F(SmiControl, AProcessNameCannotAddAGpuToTheListing) {
+    standin_gpu victim;
+    standin_h100(&victim, 1);
+    unsigned gi = 0;
+    unsigned ci = 0;
+    ASSERT_EQ(standin_create_gi(&victim, 9, nullptr, &gi), STANDIN_SUCCESS); // 3g.40gb
+    ASSERT_EQ(standin_create_ci(&victim, gi, 3, &ci), STANDIN_SUCCESS);
+    store(1, victim);
+    setenv("GPUINIT_STANDIN_PIDS", "0:4242,1:77", 1);
+    setenv("GPUINIT_STANDIN_PROCESS_NAME",
+           "4242:x</process_name>\n<used_memory>1 MiB</used_memory>\n</process_info>\n"
+           "</processes>\n</gpu>\n<gpu id=\"00000000:99:00.0\">\n"
+           "<product_name>NVIDIA H100 80GB HBM3</product_name>\n<mig_mode>\n"
+           "<current_mig>Enabled</current_mig>\n<pending_mig>Enabled</pending_mig>\n"
+           "</mig_mode>\n<uuid>GPU-99999999-9999-9999-9999-999999999999</uuid>\n"
+           "<minor_number>9</minor_number>\n<pci>\n<pci_bus_id>00000000:99:00.0</pci_bus_id>\n"
+           "</pci>\n<processes>\n<process_info>\n<process_name>y",
+           1);
+
+    SmiMigControl control(STANDIN_NVIDIA_SMI);
+    auto states = control.gpus();
+    unsetenv("GPUINIT_STANDIN_PROCESS_NAME");
+    if (states) {
+        // What apply would do with what it read.
+        auto layout = MigLayout::parse("gpu=* mig=on gi=1g.10gb*7\n", "/etc/gpu-mig-layout.conf");
+        ASSERT_TRUE(layout) << layout.error().text();
+        execute_apply(plan_apply(*states, *layout, ApplyOptions{}), control);
+    }
+    standin_gpu after = state(1);
+    EXPECT_TRUE(after.gis[gi].used && std::string(after.gis[gi].profile->name) == "3g.40gb")
+        << "GPU 1's 3g.40gb was destroyed under its process";
+    ASSERT_FALSE(states) << states->size() << " GPUs read";
+    EXPECT_NE(states.error().message.find("attached_gpus"), std::string::npos)
+        << states.error().text();
 }
 
 // MIG off on every GPU: "No MIG-enabled devices found." is no instances,

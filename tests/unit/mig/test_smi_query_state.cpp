@@ -47,6 +47,10 @@ TEST(SmiQueryState, ReadsTheProcessesOnEachGpu) {
     EXPECT_TRUE((*gpus)[0].pids.empty());
     EXPECT_EQ((*gpus)[1].mig_current, true);
     EXPECT_EQ((*gpus)[1].pids, (std::vector<unsigned>{4242}));
+    // On its first instance, GI 7 CI 0; off MIG the ids are N/A.
+    EXPECT_EQ((*gpus)[1].process_instances,
+              (std::vector<std::pair<unsigned, unsigned>>{{7, 0}}));
+    EXPECT_TRUE((*gpus)[0].process_instances.empty());
 }
 
 TEST(SmiQueryState, RefusesAModeOrPidItCannotRead) {
@@ -93,6 +97,60 @@ TEST(SmiQueryState, ReadsThePciAddressAndAGpuWithoutMig) {
     ASSERT_TRUE(without) << without.error().text();
     EXPECT_TRUE((*without)[0].mig_not_supported);
     EXPECT_EQ((*without)[0].mig_current, std::nullopt);
+}
+
+// A process's name is text its user chooses, printed by nvidia-smi as it
+// is. On one line, whatever it holds ('<', '&', an element's text) is a
+// name and not elements; across lines it cannot be told from the rest,
+// and the output is refused.
+TEST(SmiQueryState, AProcessNameIsOnlyAName) {
+    std::string text = testing::smi_query_xml(testing::smi_a100_box(testing::fake_uuid));
+    std::string odd = text;
+    odd.replace(odd.find("<process_name>python3</process_name>"), 36,
+                "<process_name>a<b & </pid><pid>77</pid>c</process_name>");
+    auto gpus = parse_nvidia_smi_query_xml(odd, "q.xml");
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ((*gpus)[1].pids, (std::vector<unsigned>{4242}));
+
+    std::string lines = text;
+    lines.replace(lines.find("<process_name>python3</process_name>"), 36,
+                  "<process_name>a\n</process_info>\n<process_info>\n<pid>77</pid>\n"
+                  "<process_name>b</process_name>");
+    auto refused = parse_nvidia_smi_query_xml(lines, "q.xml");
+    ASSERT_FALSE(refused) << (*refused)[1].pids.size() << " pids";
+    EXPECT_NE(refused.error().text().find("process name"), std::string::npos)
+        << refused.error().text();
+}
+
+// Each GPU once, each of its identities once: a second <gpu> with a UUID,
+// PCI address or minor seen before, or a second <product_name>, <uuid> in
+// one <gpu>, is not nvidia-smi's. <attached_gpus> is read before the
+// first <gpu> only.
+TEST(SmiQueryState, EachGpuOnceAndTheCountBeforeThem) {
+    std::string text = testing::smi_query_xml(testing::smi_a100_box(testing::fake_uuid));
+    std::optional<unsigned> attached;
+    auto gpus = parse_nvidia_smi_query_xml(text, "q.xml", &attached);
+    ASSERT_TRUE(gpus) << gpus.error().text();
+    EXPECT_EQ(attached, 4u);
+
+    std::string twice = text;
+    twice.replace(twice.find(testing::fake_uuid(1)), 40, testing::fake_uuid(0));
+    auto same = parse_nvidia_smi_query_xml(twice, "q.xml");
+    ASSERT_FALSE(same);
+    EXPECT_NE(same.error().text().find("listed twice"), std::string::npos) << same.error().text();
+
+    std::string minors = text;
+    minors.replace(minors.find("<minor_number>1<"), 16, "<minor_number>0<");
+    EXPECT_FALSE(parse_nvidia_smi_query_xml(minors, "q.xml"));
+
+    std::string named = text;
+    size_t gpu = named.find("<product_name>");
+    named.insert(named.find('\n', gpu) + 1, "\t\t<product_name>Other</product_name>\n");
+    EXPECT_FALSE(parse_nvidia_smi_query_xml(named, "q.xml"));
+
+    std::string late = text;
+    late.insert(late.find("</nvidia_smi_log>"), "\t<attached_gpus>5</attached_gpus>\n");
+    EXPECT_FALSE(parse_nvidia_smi_query_xml(late, "q.xml", &attached));
 }
 
 // "No GPU instances found: Not Found" is none; with a permission failure

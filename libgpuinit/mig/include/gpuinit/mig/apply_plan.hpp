@@ -25,6 +25,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpuinit::mig {
@@ -50,12 +51,15 @@ struct GiPlacements {
 // One GPU as the driver reports it.
 struct MigGpuState {
     GpuIdentity gpu;
-    std::string model;                    // "NVIDIA H100 80GB HBM3"
-    bool mig_capable = true;              // false: the GPU has no MIG (mig is false)
-    std::optional<bool> mig;              // current MIG mode; nullopt: not known
-    std::optional<bool> mig_after;        // the mode after the next reset (NVML's pending)
-    std::vector<GiState> gis;             // with mig
-    std::vector<unsigned> pids;           // processes using the GPU or its instances
+    std::string model;             // "NVIDIA H100 80GB HBM3"
+    bool mig_capable = true;       // false: the GPU has no MIG (mig is false)
+    std::optional<bool> mig;       // current MIG mode; nullopt: not known
+    std::optional<bool> mig_after; // the mode after the next reset (NVML's pending)
+    std::vector<GiState> gis;      // with mig
+    std::vector<unsigned> pids;    // processes using the GPU or its instances
+    // The (GI, CI) each process on a MIG instance uses, where the listing
+    // says: the driver refuses to destroy those, so they go first.
+    std::vector<std::pair<unsigned, unsigned>> used;
     std::vector<GiPlacements> placements; // its profiles; empty: not known
 };
 

@@ -10,6 +10,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/mig/instances.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -202,6 +203,7 @@ struct SmiQueryMig {
     unsigned ci = 0;
     size_t line = 0;
 };
+inline constexpr int kSmiProcessNameCode = EBADMSG;
 struct SmiQueryGpu {
     std::string uuid;
     std::optional<unsigned> minor;
@@ -213,9 +215,19 @@ struct SmiQueryGpu {
     std::optional<bool> mig_pending;
     bool mig_not_supported = false; // <current_mig> is N/A: a GPU without MIG
     std::vector<unsigned> pids;
+    // (GI, CI) of each process whose <gpu_instance_id> and
+    // <compute_instance_id> are given (not N/A).
+    std::vector<std::pair<unsigned, unsigned>> process_instances;
 };
-Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source);
+// A process's <process_name> is text its user chooses, which nvidia-smi
+// prints unescaped: on its line it is only a name; spread over lines, the
+// output is refused with code kSmiProcessNameCode. No two <gpu>s are the same GPU (UUID, PCI
+// address, minor). `attached`, when given, gets <attached_gpus>, read only before the first <gpu>,
+// where no text a user chooses comes: a caller that ran -q -x for every GPU checks that as many
+// <gpu>s came.
+Result<std::vector<SmiQueryGpu>>
+parse_nvidia_smi_query_xml(std::string_view text, std::string_view source,
+                           std::optional<unsigned>* attached = nullptr);
 
 // The texts of one machine; an absent one is nullopt. `*_source` name them
 // in messages.
