@@ -8,10 +8,13 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -140,6 +143,43 @@ TEST(MigApplyRoot, AGpuWithAProcessIsNotChangedAndTheLineNamesIt) {
     ASSERT_EQ(box.gpu_mig({"apply"}, &output), 0) << output;
     EXPECT_NE(output.find("GPU 1 (0000:27:00.0): changed"), std::string::npos) << output;
     EXPECT_EQ(box.gpu_mig({"apply", "--check"}, &output), 0) << output;
+}
+
+TEST(MigApplyRoot, AnInstanceWhoseLeaseIsHeldMakesItsGpuBusy) {
+    GPUINIT_REQUIRE_ROOT();
+    ApplyBox box("gpu=0 mig=on gi=1g.10gb*7\n");
+    std::string output;
+    ASSERT_EQ(box.gpu_mig({"apply", "--reset-if-needed"}, &output), 0) << output;
+    // A job took an instance (gpu-mig pick, as its prolog would) and has
+    // not started CUDA: the driver lists no process, the lease says busy.
+    pid_t job = ::fork();
+    if (job == 0) {
+        ::execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    ASSERT_GT(job, 0);
+    ASSERT_EQ(run_process({GPUINIT_BIN, "mig", "pick", "--root", box.root.path(), "--format", "key",
+                           "--until", std::to_string(job)},
+                          &output),
+              0)
+        << output;
+    std::ofstream(box.root / "etc/gpu-mig-layout.conf") << "gpu=0 mig=on gi=7g.80gb\n";
+    EXPECT_EQ(box.gpu_mig({"apply"}, &output), 2) << output;
+    // Under --root the holder is a process of the real /proc, which the
+    // fixture's does not list: the lease alone says busy.
+    EXPECT_NE(output.find("GPU 0 (0000:17:00.0): not changed: the leases of gpu0/gi"),
+              std::string::npos)
+        << output;
+    EXPECT_EQ(box.cap_nodes(), 16u) << "an instance was destroyed under its lease";
+    ::kill(job, SIGKILL);
+    ::waitpid(job, nullptr, 0);
+    // The keeper lets the lease go when the job is gone.
+    int status = 2;
+    for (int tries = 0; tries < 50 && status != 0; ++tries) {
+        ::usleep(100 * 1000);
+        status = box.gpu_mig({"apply"}, &output);
+    }
+    EXPECT_EQ(status, 0) << output;
 }
 
 TEST(MigApplyRoot, AModeChangeWaitsForAResetUnlessOneIsAllowed) {

@@ -319,11 +319,18 @@ std::string plan_line(const mig::GpuApplyOutcome& outcome, bool dry_run) {
     case Verdict::AsDeclared:
         return subject + ": as declared" + origin;
     case Verdict::Busy: {
-        std::string pids;
+        std::string users;
         for (unsigned pid : plan.pids) {
-            pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+            users += (users.empty() ? "processes " : ", ") + std::to_string(pid);
         }
-        return subject + ": not changed: processes " + pids +
+        if (!plan.leased.empty()) {
+            users += std::string(users.empty() ? "" : " and ") + "the leases of";
+            for (const std::string& key : plan.leased) {
+                users += " " + key;
+            }
+            users += " (gpu-mig list)";
+        }
+        return subject + ": not changed: " + users +
                " use it (stop them, or --force to change it anyway)" + origin;
     }
     case Verdict::ResetPending:
@@ -438,6 +445,11 @@ std::string render_mig_apply_json(const mig::ApplyReport& report, const MknodRep
         json.key("pids").begin_array();
         for (unsigned pid : plan.pids) {
             json.value(static_cast<uint64_t>(pid));
+        }
+        json.end_array();
+        json.key("leased").begin_array();
+        for (const std::string& key : plan.leased) {
+            json.value(key);
         }
         json.end_array();
         json.key("problem").value(plan.problem);

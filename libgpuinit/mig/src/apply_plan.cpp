@@ -212,8 +212,9 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
             made.verdict = GpuApplyPlan::Verdict::AsDeclared;
             continue;
         }
-        if (!state.pids.empty()) {
+        if (!state.pids.empty() || !state.leased.empty()) {
             made.pids = state.pids;
+            made.leased = state.leased;
             if (!options.force) {
                 made.verdict = GpuApplyPlan::Verdict::Busy;
                 continue;
@@ -245,7 +246,7 @@ std::vector<GpuApplyPlan> plan_apply(const std::vector<MigGpuState>& gpus, const
             }
             // A reset with processes on the GPU would kill them: --force
             // changes instances, never resets a busy GPU.
-            if (!options.reset_if_needed || !state.pids.empty()) {
+            if (!options.reset_if_needed || !state.pids.empty() || !state.leased.empty()) {
                 made.reset_pending = true;
                 if (made.steps.empty()) {
                     made.verdict = GpuApplyPlan::Verdict::ResetPending;

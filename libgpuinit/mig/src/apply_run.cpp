@@ -4,7 +4,9 @@
 #include "gpuinit/mig/apply_nvml.hpp"
 #include "gpuinit/mig/apply_smi.hpp"
 #include "gpuinit/mig/names.hpp"
+#include "gpuinit/mig/pick.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gpuinit::mig {
@@ -91,6 +93,58 @@ void finish_activated_modes(MigControl& control, const MigLayout& layout,
                 outcome = std::move(done[0]);
             }
             break;
+        }
+    }
+}
+
+// Who uses an instance before the driver lists a process on it: a job
+// holding its lease (gpu-mig pick, the TaskProlog's instance) or a process
+// holding its CI cap node before CUDA starts. Their GPUs count as busy.
+void add_instance_users(const Sysroot& root, std::vector<MigGpuState>& gpus,
+                        Diagnostics& diagnostics) {
+    bool instances = false;
+    for (const MigGpuState& state : gpus) {
+        instances = instances || !state.gis.empty();
+    }
+    if (!instances) {
+        return;
+    }
+    Diagnostics ignored; // sync reports the instances' own problems
+    auto view = read_mig_view(root, ignored);
+    auto uses = view ? instance_uses(root, view->machine, view->instances, ignored)
+                     : Result<InstanceUses>(view.error());
+    if (!uses) {
+        Diagnostic warning = uses.error();
+        warning.severity = Severity::Warning;
+        warning.message = "who holds the instances' leases and cap nodes is not known (" +
+                          warning.message + "): only the driver's processes count as busy";
+        diagnostics.add(std::move(warning));
+        return;
+    }
+    for (const InstanceUse& use : uses->uses) {
+        std::vector<unsigned> users(use.pids.begin(), use.pids.end());
+        if (use.leased.value_or(false)) {
+            for (const LeaseHolder& holder : use.holders) {
+                users.push_back(static_cast<unsigned>(holder.pid));
+            }
+        }
+        for (MigGpuState& state : gpus) {
+            bool same = !state.gpu.uuid.empty() && !use.instance.gpu_uuid.empty()
+                            ? same_uuid(state.gpu.uuid, use.instance.gpu_uuid)
+                            : state.gpu.minor == use.instance.gpu_minor;
+            bool leased = use.leased.value_or(false);
+            if (!same || (users.empty() && !leased)) {
+                continue;
+            }
+            if (leased) {
+                state.leased.push_back(use.instance.key());
+            }
+            for (unsigned pid : users) {
+                if (std::find(state.pids.begin(), state.pids.end(), pid) == state.pids.end()) {
+                    state.pids.push_back(pid);
+                }
+            }
+            state.used.emplace_back(use.instance.gi, use.instance.ci);
         }
     }
 }
@@ -273,6 +327,7 @@ Result<ApplyReport> run_apply(const Sysroot& root, const ApplyRequest& request, 
         return failure;
     }
     warn_unmatched_lines(*report.layout, *gpus, report.diagnostics);
+    add_instance_users(root, *gpus, report.diagnostics);
     std::vector<GpuApplyPlan> plans = plan_apply(*gpus, *report.layout, request.options);
 
     if (request.mode != ApplyRequest::Mode::Apply) {

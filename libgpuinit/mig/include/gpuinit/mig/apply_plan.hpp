@@ -57,6 +57,9 @@ struct MigGpuState {
     std::optional<bool> mig_after; // the mode after the next reset (NVML's pending)
     std::vector<GiState> gis;      // with mig
     std::vector<unsigned> pids;    // processes using the GPU or its instances
+    // Instances whose gpu-mig lease is held ("gpu1/gi7/ci0"): a job has
+    // them, whether or not it has started CUDA.
+    std::vector<std::string> leased;
     // The (GI, CI) each process on a MIG instance uses, where the listing
     // says: the driver refuses to destroy those, so they go first.
     std::vector<std::pair<unsigned, unsigned>> used;
@@ -94,7 +97,8 @@ struct GpuApplyPlan {
     Verdict verdict = Verdict::NotDeclared;
     const GpuLayout* layout = nullptr; // in the MigLayout planned from
     std::vector<ApplyStep> steps;
-    std::vector<unsigned> pids; // with Busy (and with a forced Change)
+    std::vector<unsigned> pids;      // with Busy (and with a forced Change)
+    std::vector<std::string> leased; // likewise: the held leases
     // After `steps`, a reset is still needed (mode set, reset not allowed):
     // the instances are created by the run after the reset.
     bool reset_pending = false;
