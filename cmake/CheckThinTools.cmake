@@ -7,9 +7,9 @@
 # Usage: include() it and call gpuinit_check_thin_tools(DIR), or run it as a
 # script: cmake -DTOOLS_DIR=DIR -P CheckThinTools.cmake (tests/lint does, on a
 # fixture that must fail).
-# A main's usage text and option table grow with its commands: gpu-mig's six
-# commands take 485 lines with nothing else in them. Logic does not fit.
-set(GPUINIT_TOOL_LINE_BUDGET 500)
+# A main's usage text and option table grow with its commands: gpu-mig's seven
+# commands take 592 lines with nothing else in them. Logic does not fit.
+set(GPUINIT_TOOL_LINE_BUDGET 600)
 # Effects a main must leave to the library: raw opens (the Sysroot and SafeDir
 # do them), processes (base's run_program), and dynamic loading (nvml).
 set(GPUINIT_TOOL_FORBIDDEN

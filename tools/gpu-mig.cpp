@@ -7,7 +7,9 @@
 #include "common/exit_codes.hpp"
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/mig/apply_run.hpp"
 #include "gpuinit/mig/commands.hpp"
+#include "gpuinit/persist/client.hpp"
 #include "render/mig_report.hpp"
 #include "render/mknod_report.hpp"
 
@@ -30,6 +32,7 @@ constexpr const char* kUsage =
     "       gpu-mig gres [--node NAME] [--type-style S] [--type-map FILE]\n"
     "                    [--slurm-conf | --check FILE] [--json]\n"
     "       gpu-mig env [--gres-conf FILE] [--json]    (a Slurm TaskProlog)\n"
+    "       gpu-mig apply [--dry-run | --check] [--force] [--reset-if-needed] [--json]\n"
     "pick prints the ids of free MIG instances for CUDA_VISIBLE_DEVICES and leases\n"
     "them: with --hold, CMD runs with CUDA_VISIBLE_DEVICES set and holds the lease\n"
     "while it runs; otherwise a keeper process holds it until --until PID (default:\n"
@@ -41,6 +44,8 @@ constexpr const char* kUsage =
     "compute instance in /run/gpu-mig, and its names file (profiles, MIG UUIDs).\n"
     "list shows who holds each lease (root: every holder, user and job). release\n"
     "replaces a lease, so its holder's lock no longer counts, and says who held it.\n"
+    "apply (root) makes the GPUs match /etc/gpu-mig-layout.conf (MIG mode, GPU and\n"
+    "compute instances), through NVML where it loads, else nvidia-smi, then syncs.\n"
     "gres prints gres.conf for this node; env prints export CUDA_VISIBLE_DEVICES=\n"
     "with the MIG UUIDs of the devices in SLURM_STEP_GPUS (else SLURM_JOB_GPUS).\n"
     "\n"
@@ -60,9 +65,17 @@ constexpr const char* kUsage =
     "      --type-map FILE  lines 'GENERATED-TYPE SITE-TYPE': the site's own names\n"
     "      --slurm-conf     print only slurm.conf's Gres=gpu:TYPE:N,... for the node\n"
     "      --check FILE     compare FILE (an existing gres.conf) with the machine\n"
+    "      --if-exists      with --check: a FILE that is not there (or \"\") passes\n"
     "env options:\n"
     "      --gres-conf FILE the gres.conf slurmd read (default: beside $SLURM_CONF,\n"
     "                       else /etc/slurm/gres.conf)\n"
+    "apply options:\n"
+    "      --dry-run        print the steps, change nothing\n"
+    "      --check          change nothing; exit 4 when a GPU differs from the layout\n"
+    "      --force          change a GPU even with processes on it (the driver\n"
+    "                       still keeps an instance a process uses)\n"
+    "      --reset-if-needed  reset an idle GPU whose MIG mode change waits for one\n"
+    "      --nvidia-smi PROGRAM  nvidia-smi to use (default: PATH's)\n"
     "Common options:\n"
     "      --nvidia-smi-output DIR  profiles and MIG UUIDs from saved nvidia-smi\n"
     "                       output (DIR/L.txt, q.xml, mig-lgi.txt, mig-lci.txt)\n"
@@ -73,11 +86,12 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 ok; 1 usage error; 2 sync or list partly failed; 3 cannot\n"
-    "run (no leases: run sync; unknown MIG UUIDs or profiles; bad\n"
-    "CUDA_VISIBLE_DEVICES; no /proc; env: a device gres.conf does not name);\n"
-    "4 pick: no free instance or your share held, gres --check: the file differs from the "
-    "machine;\n"
+    "Exit status: 0 ok; 1 usage error; 2 sync, list or apply partly failed (apply:\n"
+    "a GPU failed, is busy, or waits for a reset); 3 cannot run (no leases: run\n"
+    "sync; unknown MIG UUIDs or profiles; bad CUDA_VISIBLE_DEVICES; no /proc; env:\n"
+    "a device gres.conf does not name; apply: a bad layout, no NVML or nvidia-smi);\n"
+    "4 pick: no free instance or your share held; gres --check, apply --check: the\n"
+    "file or a GPU differs from the machine or the layout;\n"
     "with --hold, CMD's status (126 not executable, 127 not found).\n";
 
 constexpr uint64_t kMaxWaitSeconds = 604800; // a week
@@ -98,8 +112,13 @@ struct MigOptions {
     std::string check;
     bool slurm_conf = false;
     bool gres_option = false;
+    bool check_given = false;
+    bool if_exists = false;
     // env
     std::string gres_conf;
+    // apply
+    mig::ApplyRequest apply;
+    bool apply_option = false;
     // every command
     std::string smi_output;
 };
@@ -117,40 +136,56 @@ void print_json(const std::string& json) {
     std::fwrite(json.data(), 1, json.size(), stdout);
 }
 
-int mknod_exit_code(MknodStatus status) {
-    return status == MknodStatus::Done      ? kMigOk
-           : status == MknodStatus::Partial ? kMigPartial
-                                            : kMigCannotRun;
-}
-
 // sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
 int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     mig::SyncOutcome outcome = mig::sync(root, {options.smi_output});
-    MknodReportContext context{root.root(), mknod_exit_code(outcome.nodes.status)};
-    Rendered nodes;
-    if (!common.json) {
-        nodes = render_mknod_text(outcome.nodes, context, common.verbosity);
-    }
-    if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
-        emit(nodes);
-        if (common.json) {
-            print_json(render_mknod_json(outcome.nodes, context) + "\n");
-        }
-        return kMigCannotRun;
-    }
-    if (outcome.status == mig::SyncOutcome::Status::Failed) {
-        emit(nodes);
-        return fail(common, *outcome.failure, kMigCannotRun);
-    }
-    int code = outcome.status == mig::SyncOutcome::Status::Done ? kMigOk : kMigPartial;
-    code = std::max(code, context.exit_code);
-    MigSyncReport report{outcome.leases, outcome.lease_dir, outcome.view.instances,
-                         outcome.view.names_source};
+    MknodReportContext context{root.root(), mig_nodes_exit(outcome.nodes.status)};
+    int code = mig_sync_exit(outcome);
     if (common.json) {
+        if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
+            print_json(render_mknod_json(outcome.nodes, context) + "\n");
+            return code;
+        }
+        if (outcome.status == mig::SyncOutcome::Status::Failed) {
+            return fail(common, *outcome.failure, kMigCannotRun);
+        }
+        MigSyncReport report{outcome.leases, outcome.lease_dir, outcome.view.instances,
+                             outcome.view.names_source};
         print_json(render_mig_sync_json(report, outcome.nodes, context, outcome.diagnostics, code));
+        return code;
+    }
+    emit(render_sync_outcome_text(outcome, context, common.verbosity));
+    return code;
+}
+
+// gpu-persist lets a GPU go for apply's reset, and takes it back.
+class PersistResetHolder : public mig::ResetHolder {
+  public:
+    explicit PersistResetHolder(const Sysroot& root) : root_(root) {}
+    Result<bool> release(const GpuIdentity& gpu) override {
+        return persist_release_for_reset(root_, gpu);
+    }
+    Status hold(const GpuIdentity& gpu) override { return persist_hold_after_reset(root_, gpu); }
+
+  private:
+    const Sysroot& root_;
+};
+
+// apply: the declared layout made real, then sync.
+int run_apply(const CommonOptions& common, const Sysroot& root, const mig::ApplyRequest& request) {
+    PersistResetHolder holder(root);
+    auto report = mig::run_apply(root, request, nullptr, &holder);
+    if (!report) {
+        return fail(common, report.error(), kMigCannotRun);
+    }
+    MknodReportContext context{root.root(),
+                               report->sync ? mig_nodes_exit(report->sync->nodes.status) : 0};
+    int code = mig_apply_exit(*report, request.mode);
+    if (common.json) {
+        print_json(render_mig_apply_json(*report, context, code));
     } else {
-        emit(nodes);
-        emit(render_mig_sync_text(report, outcome.diagnostics, common.verbosity));
+        emit(render_mig_apply_text(
+            *report, context, request.mode == mig::ApplyRequest::Mode::DryRun, common.verbosity));
     }
     return code;
 }
@@ -235,15 +270,28 @@ int run_pick(const CommonOptions& common, const Sysroot& root, const MigOptions&
 
 int run_gres(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     Diagnostics diagnostics;
-    auto gres = mig::gres(
-        root,
-        {options.type_style, options.type_map, options.check, options.node, options.smi_output},
-        diagnostics);
+    if (options.check_given && options.check.empty()) {
+        if (common.verbosity >= 0) {
+            std::fputs("gpu-mig: no gres.conf named; nothing to check\n", stdout);
+        }
+        return kMigOk; // only with --if-exists (run checks it)
+    }
+    auto gres = mig::gres(root,
+                          {options.type_style, options.type_map, options.check, options.if_exists,
+                           options.node, options.smi_output},
+                          diagnostics);
     if (!gres) {
         Rendered rendered;
         render_diagnostics("gpu-mig", diagnostics, common.verbosity, rendered);
         emit(rendered);
         return fail(common, gres.error(), kMigCannotRun);
+    }
+    if (gres->check_skipped) {
+        if (common.verbosity >= 0) {
+            std::fputs(("gpu-mig: " + options.check + " is not there; nothing to check\n").c_str(),
+                       stdout);
+        }
+        return kMigOk;
     }
     if (gres->findings) {
         int code = gres->findings->empty() ? kMigOk : kMigDiffers;
@@ -319,6 +367,11 @@ int run(int argc, char** argv) {
         kOptSlurmConf,
         kOptGresConf,
         kOptSmiOutput,
+        kOptIfExists,
+        kOptDryRun,
+        kOptForce,
+        kOptResetIfNeeded,
+        kOptNvidiaSmi,
     };
     char** command = split_command(argc, argv);
     Cli cli("gpu-mig", kUsage, kMigUsage);
@@ -331,7 +384,13 @@ int run(int argc, char** argv) {
                                  {"node", required_argument, nullptr, kOptNode},
                                  {"type-style", required_argument, nullptr, kOptTypeStyle},
                                  {"type-map", required_argument, nullptr, kOptTypeMap},
-                                 {"check", required_argument, nullptr, kOptCheck},
+                                 // gres --check FILE, apply --check
+                                 {"check", optional_argument, nullptr, kOptCheck},
+                                 {"if-exists", no_argument, nullptr, kOptIfExists},
+                                 {"dry-run", no_argument, nullptr, kOptDryRun},
+                                 {"force", no_argument, nullptr, kOptForce},
+                                 {"reset-if-needed", no_argument, nullptr, kOptResetIfNeeded},
+                                 {"nvidia-smi", required_argument, nullptr, kOptNvidiaSmi},
                                  {"slurm-conf", no_argument, nullptr, kOptSlurmConf},
                                  {"gres-conf", required_argument, nullptr, kOptGresConf},
                                  {"nvidia-smi-output", required_argument, nullptr, kOptSmiOutput}});
@@ -339,11 +398,14 @@ int run(int argc, char** argv) {
     bool env_option = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
         bool gres = opt == kOptNode || opt == kOptTypeStyle || opt == kOptTypeMap ||
-                    opt == kOptCheck || opt == kOptSlurmConf;
+                    opt == kOptSlurmConf || opt == kOptIfExists;
+        bool apply = opt == kOptDryRun || opt == kOptForce || opt == kOptResetIfNeeded ||
+                     opt == kOptNvidiaSmi;
         options.gres_option = options.gres_option || gres;
+        options.apply_option = options.apply_option || apply;
         env_option = env_option || opt == kOptGresConf;
-        options.pick_option =
-            options.pick_option || (!gres && opt != kOptGresConf && opt != kOptSmiOutput);
+        options.pick_option = options.pick_option || (!gres && !apply && opt != kOptCheck &&
+                                                      opt != kOptGresConf && opt != kOptSmiOutput);
         switch (opt) {
         case kOptNode:
             if (*optarg == '\0' || std::strpbrk(optarg, " \t=#") != nullptr) {
@@ -362,7 +424,27 @@ int run(int argc, char** argv) {
             options.type_map = optarg;
             break;
         case kOptCheck:
-            options.check = optarg;
+            // gres --check FILE as well as --check=FILE; apply's takes none.
+            if (optarg == nullptr && optind < argc && argv[optind][0] != '-') {
+                optarg = argv[optind++];
+            }
+            options.check_given = true;
+            options.check = optarg != nullptr ? optarg : "";
+            break;
+        case kOptIfExists:
+            options.if_exists = true;
+            break;
+        case kOptDryRun:
+            options.apply.mode = mig::ApplyRequest::Mode::DryRun;
+            break;
+        case kOptForce:
+            options.apply.options.force = true;
+            break;
+        case kOptResetIfNeeded:
+            options.apply.options.reset_if_needed = true;
+            break;
+        case kOptNvidiaSmi:
+            options.apply.nvidia_smi = optarg;
             break;
         case kOptSlurmConf:
             options.slurm_conf = true;
@@ -418,7 +500,7 @@ int run(int argc, char** argv) {
     }
     std::vector<std::string_view> words(argv + optind, argv + argc);
     if (words.empty()) {
-        return cli.usage_error("which command: pick, list, sync, release, gres or env?");
+        return cli.usage_error("which command: pick, list, sync, release, gres, env or apply?");
     }
     std::string_view verb = words[0];
     if (words.size() != (verb == "release" ? 2U : 1U)) {
@@ -429,8 +511,30 @@ int run(int argc, char** argv) {
         return cli.usage_error("pick's options and -- CMD go with pick only");
     }
     if (verb != "gres" && options.gres_option) {
-        return cli.usage_error("--node, --type-style, --type-map, --check and --slurm-conf go "
-                               "with gres only");
+        return cli.usage_error("--node, --type-style, --type-map, --if-exists and --slurm-conf "
+                               "go with gres only");
+    }
+    if (verb != "apply" && options.apply_option) {
+        return cli.usage_error("--dry-run, --force, --reset-if-needed and --nvidia-smi go with "
+                               "apply only");
+    }
+    if (verb == "gres" && options.check_given && options.check.empty() && !options.if_exists) {
+        return cli.usage_error("gres --check takes a FILE");
+    }
+    if (verb == "gres" && options.if_exists && !options.check_given) {
+        return cli.usage_error("--if-exists goes with --check FILE");
+    }
+    if (verb == "apply" && options.check_given) {
+        if (!options.check.empty()) {
+            return cli.usage_error("apply --check takes no FILE");
+        }
+        if (options.apply.mode == mig::ApplyRequest::Mode::DryRun) {
+            return cli.usage_error("--dry-run and --check do not go together");
+        }
+        options.apply.mode = mig::ApplyRequest::Mode::Check;
+    }
+    if (verb != "gres" && verb != "apply" && options.check_given) {
+        return cli.usage_error("--check goes with gres or apply");
     }
     if (verb != "env" && env_option) {
         return cli.usage_error("--gres-conf goes with env only");
@@ -450,9 +554,9 @@ int run(int argc, char** argv) {
             return cli.usage_error("--json is for list and sync; pick prints ids");
         }
     } else if (verb != "list" && verb != "sync" && verb != "release" && verb != "gres" &&
-               verb != "env") {
+               verb != "env" && verb != "apply") {
         return cli.usage_error("unknown command " + quote(verb) +
-                               ": pick, list, sync, release, gres or env");
+                               ": pick, list, sync, release, gres, env or apply");
     }
     auto root = Sysroot::open(cli.common.root);
     if (!root) {
@@ -472,6 +576,10 @@ int run(int argc, char** argv) {
     }
     if (verb == "env") {
         return run_env(cli.common, *root, options);
+    }
+    if (verb == "apply") {
+        options.apply.smi_output = options.smi_output;
+        return run_apply(cli.common, *root, options.apply);
     }
     return run_pick(cli.common, *root, options, command);
 }

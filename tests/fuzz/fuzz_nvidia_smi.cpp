@@ -1,9 +1,10 @@
 // nvidia-smi's output (names.hpp): -L, mig -lgi, mig -lci and -q -x, one
-// input cut at NUL bytes into these four texts; each parser alone, then the
-// join and its application to instances. Seeds include the real captures of
-// tests/fixture/captures.
+// input cut at NUL bytes into these four texts (a fifth part is -lgipp, a
+// sixth -lgip); each parser alone, then the join and its application to
+// instances. Seeds include the real captures of tests/fixture/captures.
 #include "fuzz_check.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
@@ -71,9 +72,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_parse(xml, *texts.query_xml, "q.xml");
         for (const SmiQueryGpu& gpu : xml.value_or({})) {
             FUZZ_CHECK(valid_gpu_uuid(gpu.uuid));
+            FUZZ_CHECK(gpu.bdf.empty() || normalize_bdf(gpu.bdf) == gpu.bdf);
+            FUZZ_CHECK(!gpu.mig_not_supported || !gpu.mig_current);
             for (const SmiQueryMig& mig : gpu.migs) {
                 FUZZ_CHECK(mig.gi <= 14 && mig.ci <= 7);
             }
+        }
+    }
+
+    if (parts.size() > 4) {
+        auto lgipp = parse_nvidia_smi_lgipp(parts[4], "mig-lgipp.txt");
+        check_parse(lgipp, parts[4], "mig-lgipp.txt");
+        for (const SmiPlacements& row : lgipp.value_or({})) {
+            FUZZ_CHECK(row.size >= 1 && row.size <= 64);
+            FUZZ_CHECK(!row.starts.empty() && row.starts.size() <= 64);
+            for (unsigned start : row.starts) {
+                FUZZ_CHECK(start < 64);
+            }
+        }
+    }
+
+    if (parts.size() > 5) {
+        auto lgip = parse_nvidia_smi_lgip(parts[5], "mig-lgip.txt");
+        check_parse(lgip, parts[5], "mig-lgip.txt");
+        for (const SmiGiProfile& row : lgip.value_or({})) {
+            FUZZ_CHECK(valid_mig_profile(row.profile) && row.profile_id <= 255);
+            FUZZ_CHECK(row.free <= row.total && row.total <= 255);
+            const SmiGiProfile* found = find_gi_profile(*lgip, row.gpu_index, row.profile);
+            FUZZ_CHECK(found != nullptr && found->profile_id == row.profile_id);
         }
     }
 

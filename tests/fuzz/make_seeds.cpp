@@ -452,7 +452,11 @@ void add_captures(Corpus& corpus, const std::string& source_dir) {
         std::string lgi = capture_file(dir, "mig-lgi.txt");
         std::string lci = capture_file(dir, "mig-lci.txt");
         std::string xml = capture_file(dir, "q.xml");
-        corpus.add("nvidia_smi", joined({list, lgi, lci, xml}));
+        std::string lgipp = capture_file(dir, "mig-lgipp.txt");
+        std::string lgip = capture_file(dir, "mig-lgip.txt");
+        corpus.add("nvidia_smi", !lgip.empty()   ? joined({list, lgi, lci, xml, lgipp, lgip})
+                                 : lgipp.empty() ? joined({list, lgi, lci, xml})
+                                                 : joined({list, lgi, lci, xml, lgipp}));
         if (!list.empty()) {
             corpus.add("nvidia_smi", list);
         }
@@ -519,6 +523,13 @@ void add_mig(Corpus& corpus, const std::string& source_dir) {
                                     "gpu03"}));
     corpus.add("gres_conf", "a100_1g.10gb site-small\n# a type map\n");
     corpus.add("policy", "mig-leases-per-user=4\ngpu=1 gi=7 group=vision\n");
+
+    corpus.add("mig_layout", "# every GPU seven 1g.10gb\ngpu=* mig=on gi=1g.10gb*7\n"
+                             "gpu=0 mig=off\ngpu=1 mig=on gi=3g.40gb/1c.3g.40gb*2\n");
+    corpus.add("mig_layout", "model=NVIDIA_H100_80GB_HBM3 mig=on gi=3g.40gb/2c.3g.40gb,1c.3g.40gb "
+                             "gi=2g.20gb gi=1g.10gb+me gi=1g.20gb\ngpu=0000:17:00.0\tmig=on\ngpu=" +
+                                 uuid + " mig=on gi=7g.80gb\n");
+    corpus.add("mig_layout", "gpu=2 mig=on gi=1g.24gb-me*4 gi=2g.48gb/1c.2g.48gb*2\n");
 }
 
 // nvidia-smi's outputs, -L, mig -lgi, mig -lci and -q -x joined with NULs

@@ -24,6 +24,7 @@ expected=(
   "f 755 /etc/init.d/gpu-limit-daemon"
   "f 755 /etc/init.d/gpu-restriction"
   "f 644 $unitdir/gpu-limit-daemon.service"
+  "f 644 $unitdir/gpu-mig.service"
   "f 644 $unitdir/gpu-persist.service"
   "f 644 $unitdir/gpu-restriction.service"
   "f 644 $udevdir/rules.d/71-gpu-restriction.rules"
@@ -36,6 +37,7 @@ expected=(
   "f 644 /usr/share/gpuinit/containerd-runtime.toml"
   "f 644 /usr/share/gpuinit/docker-daemon.json"
   "f 644 /usr/share/gpuinit/runtimeclass.yaml"
+  "f 644 /usr/share/man/man5/gpu-mig-layout.conf.5"
   "f 644 /usr/share/man/man5/gpu-restriction.conf.5"
   "f 644 /usr/share/man/man7/gpulimit.7"
   "f 644 /usr/share/man/man8/gpu-limit.8"
@@ -76,6 +78,12 @@ boot_files=("$dest/etc/init.d/gpu-restriction" "$dest/etc/default/gpu-restrictio
 grep -l '@[A-Z]*@' "${boot_files[@]}" && fail "a placeholder was not substituted"
 grep -q '^ExecStart=/usr/sbin/gpu-mknod -q$' "$dest$unitdir/gpu-restriction.service" ||
   fail "gpu-restriction.service does not run /usr/sbin/gpu-mknod"
+grep -q '^ExecStart=/usr/sbin/gpu-mig apply -q \$MIG_APPLY_ARGS$' "$dest$unitdir/gpu-mig.service" ||
+  fail "gpu-mig.service does not run /usr/sbin/gpu-mig apply"
+grep -q '^ConditionPathExists=/etc/gpu-mig-layout.conf$' "$dest$unitdir/gpu-mig.service" ||
+  fail "gpu-mig.service does not wait for a declared layout"
+grep -q '^MIG_LAYOUT=/etc/gpu-mig-layout.conf$' "$dest/etc/init.d/gpu-restriction" ||
+  fail "the SysV script's MIG_LAYOUT"
 grep -q '^SBIN=/usr/sbin$' "$dest/etc/init.d/gpu-restriction" || fail "the SysV script's SBIN"
 grep -q '^DEFAULTS=/etc/default/gpu-restriction$' "$dest/etc/init.d/gpu-restriction" ||
   fail "the SysV script's DEFAULTS"

@@ -71,6 +71,31 @@ add_modules() {
   "$depmod" -b "$tree" "$release"
 }
 
+# add_standin_nvidia_smi TREE: the stand-in nvidia-smi (tests/fixture,
+# built by the harness into $cache) as TREE's /usr/bin/nvidia-smi, where
+# the driver package puts it, so that the tools find it on any PATH a
+# service gets: a wrapper that runs it in its driver mode
+# (tests/fixture/mig_standin.h) over the stand-in module's nvidia-test/mig,
+# one GPU per bound stand-in GPU (their minors are their indices unless
+# reverse_probe). It keeps no state of its own: a driver reload loses what
+# a reboot would. Uses the harness's $cache.
+add_standin_nvidia_smi() {
+  local tree=$1
+  install -D -m 0755 "$cache/fake-nvidia/standin-nvidia-smi" \
+    "$tree/usr/local/lib/gpuinit-vm/standin-nvidia-smi"
+  mkdir -p "$tree/usr/bin"
+  cat >"$tree/usr/bin/nvidia-smi" <<'SMI'
+#!/bin/sh
+# The stand-in nvidia-smi in its driver mode (tests/fixture/mig_standin.h).
+GPUINIT_STANDIN_GPUS=$(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)
+GPUINIT_STANDIN_DRIVER=/proc/driver/nvidia-test/mig
+GPUINIT_STANDIN_MIG=/run/gpuinit-standin
+export GPUINIT_STANDIN_GPUS GPUINIT_STANDIN_DRIVER GPUINIT_STANDIN_MIG
+exec /usr/local/lib/gpuinit-vm/standin-nvidia-smi "$@"
+SMI
+  chmod 0755 "$tree/usr/bin/nvidia-smi"
+}
+
 # add_accounts TREE: alice and bob, with primary groups of their own, so
 # access to /dev/nvidiaN can only come from their supplementary nvidiaN
 # membership; groups nvidia0..3. Appends to TREE/etc/passwd and group.

@@ -95,7 +95,10 @@ if [[ ! -f $cache/kernel.$release.ready ]]; then
   rm -rf "$cache/deb"
   rm -f "$cache"/kernel.*ready && touch "$cache/kernel.$release.ready"
 fi
-source_stamp=$({ echo "$release"; cat "$here"/fake-nvidia/*; } | md5sum | cut -d' ' -f1)
+# The stand-in nvidia-smi (tests/fixture) is built here too, for the guest.
+fixture=$(cd "$here/../fixture" && pwd)
+smi_sources=("$fixture/standin_nvidia_smi.c" "$fixture/mig_standin.c" "$fixture/mig_standin.h")
+source_stamp=$({ echo "$release"; cat "$here"/fake-nvidia/* "${smi_sources[@]}"; } | md5sum | cut -d' ' -f1)
 if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   echo "vm: building the stand-in modules against $release"
   rm -rf "$cache/fake-nvidia" && cp -r "$here/fake-nvidia" "$cache/fake-nvidia"
@@ -104,6 +107,12 @@ if [[ ! -f $cache/fake-nvidia.$source_stamp.built ]]; then
   "${CC:-cc}" -static -Os -Wall -Wextra -Werror -o "$cache/fake-nvidia/nvidia-probe" \
     "$cache/fake-nvidia/nvidia-probe.c"
   strip "$cache/fake-nvidia/nvidia-probe"
+  # Static, as nvidia-probe; a scenario's setup installs it (with
+  # GPUINIT_STANDIN_DRIVER, its driver mode over the module's nvidia-test/mig).
+  # Not -Werror: its warnings are the unit build's to report.
+  "${CC:-cc}" -static -Os -Wall -Wextra -I"$fixture" -o "$cache/fake-nvidia/standin-nvidia-smi" \
+    "$fixture/standin_nvidia_smi.c" "$fixture/mig_standin.c"
+  strip "$cache/fake-nvidia/standin-nvidia-smi"
   rm -f "$cache"/fake-nvidia.*.built && touch "$cache/fake-nvidia.$source_stamp.built"
 fi
 flavour_base

@@ -2,6 +2,9 @@
 #pragma once
 
 #include "gpuinit/base/diag.hpp"
+#include "gpuinit/devnodes/mknod.hpp"
+#include "gpuinit/mig/apply_run.hpp"
+#include "gpuinit/mig/sync.hpp"
 
 namespace gpuinit::tools {
 
@@ -49,7 +52,7 @@ enum MigExit : int {
     // device gres.conf does not name
     kMigCannotRun = 3,
     kMigNoneFree = 4,           // pick: no free instance (after --wait)
-    kMigDiffers = 4,            // gres --check: the file differs from the machine
+    kMigDiffers = 4,            // gres --check, apply --check: the file differs from the machine
     kMigCommandCannotRun = 126, // pick --hold: CMD found but not executable
     kMigCommandNotFound = 127,  // pick --hold: CMD not found
 };
@@ -66,6 +69,12 @@ enum LimitExit : int {
     kLimitCommandCannotRun = 126, // run: CMD found but not executable
     kLimitCommandNotFound = 127,  // run: CMD not found
 };
+
+// gpu-mig's codes for what gpu-mknod --mig did, for sync, and for apply
+// (the sync after it included).
+int mig_nodes_exit(MknodStatus status);
+int mig_sync_exit(const mig::SyncOutcome& outcome);
+int mig_apply_exit(const mig::ApplyReport& report, mig::ApplyRequest::Mode mode);
 
 // The exit code for a failure of the modules layer (its ModuleFailure reason).
 int modload_exit_for(const Diagnostic& failure);

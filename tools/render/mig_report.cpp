@@ -2,6 +2,7 @@
 
 #include "gpuinit/base/json.hpp"
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/mig/apply.hpp"
 
 namespace gpuinit::tools {
 
@@ -253,6 +254,243 @@ std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome
     return finished(json, diagnostics);
 }
 
+Rendered render_sync_outcome_text(const mig::SyncOutcome& outcome,
+                                  const MknodReportContext& context, int verbosity) {
+    Rendered rendered = render_mknod_text(outcome.nodes, context, verbosity);
+    if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
+        return rendered;
+    }
+    if (outcome.failure) {
+        Diagnostics failed;
+        failed.add(*outcome.failure);
+        render_diagnostics(kProgram, failed, verbosity, rendered);
+        return rendered;
+    }
+    Rendered leases = render_mig_sync_text(
+        {outcome.leases, outcome.lease_dir, outcome.view.instances, outcome.view.names_source},
+        outcome.diagnostics, verbosity);
+    rendered.out += leases.out;
+    rendered.err += leases.err;
+    return rendered;
+}
+
+void write_sync_outcome_json(JsonWriter& json, const mig::SyncOutcome& outcome,
+                             const MknodReportContext& context) {
+    json.begin_object();
+    json.key("nodes");
+    write_mknod_json(json, outcome.nodes, context);
+    json.key("lease_dir").value(outcome.lease_dir);
+    json.key("created");
+    list_names(json, outcome.leases.created);
+    json.key("repaired");
+    list_names(json, outcome.leases.repaired);
+    json.key("removed");
+    list_names(json, outcome.leases.removed);
+    json.key("kept").value(static_cast<uint64_t>(outcome.leases.kept));
+    json.key("names_source").value(outcome.view.names_source);
+    json.key("instances").begin_array();
+    for (const MigInstance& instance : outcome.view.instances) {
+        json.begin_object();
+        json.key("key").value(instance.key());
+        json.key("profile").value(instance.profile);
+        json.key("uuid").value(instance.uuid);
+        json.end_object();
+    }
+    json.end_array();
+    Diagnostics all = outcome.diagnostics;
+    if (outcome.failure) {
+        all.add(*outcome.failure);
+    }
+    json.key("diagnostics");
+    write_diagnostics_json(json, all);
+    json.end_object();
+}
+
+namespace {
+
+std::string plan_line(const mig::GpuApplyOutcome& outcome, bool dry_run) {
+    const mig::GpuApplyPlan& plan = outcome.plan;
+    std::string subject = mig::gpu_subject(plan.gpu);
+    std::string origin = plan.layout != nullptr ? " (" + plan.layout->origin + ")" : "";
+    using Verdict = mig::GpuApplyPlan::Verdict;
+    switch (plan.verdict) {
+    case Verdict::NotDeclared:
+        return "";
+    case Verdict::AsDeclared:
+        return subject + ": as declared" + origin;
+    case Verdict::Busy: {
+        std::string users;
+        for (unsigned pid : plan.pids) {
+            users += (users.empty() ? "processes " : ", ") + std::to_string(pid);
+        }
+        if (!plan.leased.empty()) {
+            users += std::string(users.empty() ? "" : " and ") + "the leases of";
+            for (const std::string& key : plan.leased) {
+                users += " " + key;
+            }
+            users += " (gpu-mig list)";
+        }
+        return subject + ": not changed: " + users +
+               " use it (stop them, or --force to change it anyway)" + origin;
+    }
+    case Verdict::ResetPending:
+        return subject + ": its MIG mode changes at its next reset: rerun with " +
+               "--reset-if-needed when it is idle" + origin;
+    case Verdict::Unknown:
+        return subject + ": not changed: its MIG mode could not be read (no MIG on this GPU?)" +
+               origin;
+    case Verdict::DoesNotFit:
+        return subject + ": not changed: " + plan.problem + origin;
+    case Verdict::Change:
+        break;
+    }
+    if (dry_run) {
+        return subject + format(": would change in %zu steps", plan.steps.size()) +
+               (plan.reset_pending ? ", then wait for a reset (--reset-if-needed)" : "") + origin;
+    }
+    if (outcome.failure) {
+        return "";
+    }
+    std::string made;
+    for (const mig::CreatedInstance& created : outcome.created) {
+        made += format(" gi%u/ci%u", created.gi, created.ci) + " " + created.profile;
+    }
+    return subject + format(": changed in %zu steps", outcome.steps_done) +
+           (plan.reset_pending ? "; MIG mode changes at its next reset (--reset-if-needed)" : "") +
+           (made.empty() ? "" : ";" + made) + origin;
+}
+
+std::string step_words(const mig::ApplyStep& step) {
+    using Kind = mig::ApplyStep::Kind;
+    switch (step.kind) {
+    case Kind::DestroyCi:
+        return format("destroy compute instance %u of GPU instance %u", step.ci, step.gi);
+    case Kind::DestroyGi:
+        return format("destroy GPU instance %u", step.gi);
+    case Kind::SetMigMode:
+        return step.mig ? "enable MIG mode" : "disable MIG mode";
+    case Kind::ResetGpu:
+        return "reset the GPU";
+    case Kind::CreateGi:
+        return "create a " + step.profile + " GPU instance" +
+               (step.start ? format(" at placement %u", *step.start) : "");
+    case Kind::CreateCi:
+        return "create a " + step.profile +
+               format(" compute instance in new GPU instance %u", step.gi + 1);
+    }
+    return "";
+}
+
+} // namespace
+
+Rendered render_mig_apply_text(const mig::ApplyReport& report, const MknodReportContext& context,
+                               bool dry_run, int verbosity) {
+    Rendered rendered;
+    render_diagnostics(kProgram, report.diagnostics, verbosity, rendered);
+    if (report.status == mig::ApplyReport::Status::NoLayout) {
+        if (verbosity >= 0) {
+            rendered.out += report.layout_source + ": no MIG layout declared; nothing changed\n";
+        }
+        return rendered;
+    }
+    for (const mig::GpuApplyOutcome& outcome : report.gpus) {
+        for (const Diagnostic& warning : outcome.warnings) {
+            Diagnostics one;
+            one.add(warning);
+            render_diagnostics(kProgram, one, verbosity, rendered);
+        }
+        if (outcome.failure) {
+            rendered.err += std::string(kProgram) + ": error: " + outcome.failure->text() + "\n";
+        }
+        std::string line = plan_line(outcome, dry_run);
+        if (!line.empty() && verbosity >= 0) {
+            rendered.out += line + "\n";
+        }
+        if ((dry_run || verbosity > 0) &&
+            outcome.plan.verdict == mig::GpuApplyPlan::Verdict::Change) {
+            for (size_t i = 0; i < outcome.plan.steps.size(); ++i) {
+                rendered.out += format("  %zu. ", i + 1) + step_words(outcome.plan.steps[i]) +
+                                (dry_run || i < outcome.steps_done ? "" : " (not done)") + "\n";
+            }
+        }
+    }
+    if (report.sync) {
+        Rendered synced = render_sync_outcome_text(*report.sync, context, verbosity);
+        rendered.out += synced.out;
+        rendered.err += synced.err;
+    }
+    return rendered;
+}
+
+std::string render_mig_apply_json(const mig::ApplyReport& report, const MknodReportContext& context,
+                                  int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    json.key("layout").value(report.layout_source);
+    json.key("declared").value(report.status != mig::ApplyReport::Status::NoLayout);
+    json.key("control").value(report.control);
+    json.key("gpus").begin_array();
+    for (const mig::GpuApplyOutcome& outcome : report.gpus) {
+        const mig::GpuApplyPlan& plan = outcome.plan;
+        json.begin_object();
+        json.key("minor").value(static_cast<uint64_t>(plan.gpu.minor));
+        json.key("pci").value(plan.gpu.bdf);
+        json.key("uuid").value(plan.gpu.uuid);
+        json.key("model").value(plan.model);
+        json.key("verdict").value(mig::verdict_name(plan.verdict));
+        json.key("layout").value(plan.layout != nullptr ? plan.layout->origin : "");
+        json.key("as_declared").value(mig::outcome_as_declared(outcome));
+        json.key("reset_pending").value(plan.reset_pending);
+        json.key("pids").begin_array();
+        for (unsigned pid : plan.pids) {
+            json.value(static_cast<uint64_t>(pid));
+        }
+        json.end_array();
+        json.key("leased").begin_array();
+        for (const std::string& key : plan.leased) {
+            json.value(key);
+        }
+        json.end_array();
+        json.key("problem").value(plan.problem);
+        json.key("steps").begin_array();
+        for (const mig::ApplyStep& step : plan.steps) {
+            json.begin_object();
+            json.key("step").value(mig::step_name(step.kind));
+            json.key("text").value(step_words(step));
+            json.end_object();
+        }
+        json.end_array();
+        json.key("steps_done").value(static_cast<uint64_t>(outcome.steps_done));
+        json.key("created").begin_array();
+        for (const mig::CreatedInstance& created : outcome.created) {
+            json.begin_object();
+            json.key("gi").value(static_cast<uint64_t>(created.gi));
+            json.key("ci").value(static_cast<uint64_t>(created.ci));
+            json.key("profile").value(created.profile);
+            json.end_object();
+        }
+        json.end_array();
+        json.key("error").value(outcome.failure ? outcome.failure->text() : "");
+        json.end_object();
+    }
+    json.end_array();
+    if (report.sync) {
+        json.key("sync");
+        write_sync_outcome_json(json, *report.sync, context);
+    }
+    Diagnostics all = report.diagnostics;
+    for (const mig::GpuApplyOutcome& outcome : report.gpus) {
+        for (const Diagnostic& warning : outcome.warnings) {
+            all.add(warning);
+        }
+        if (outcome.failure) {
+            all.add(*outcome.failure);
+        }
+    }
+    return finished(json, all);
+}
+
 std::string render_gres_json(const GresPlan& plan, std::string_view node,
                              const Diagnostics& diagnostics, int exit_code) {
     JsonWriter json;
@@ -283,6 +521,17 @@ Rendered render_gres_check_text(const std::vector<GresFinding>& findings, const 
                                 const Diagnostics& diagnostics, int verbosity) {
     Rendered rendered;
     render_diagnostics(kProgram, diagnostics, verbosity, rendered);
+    // -q (gpu-mig.service): one line for the journal, naming the first.
+    if (verbosity < 0) {
+        if (!findings.empty()) {
+            rendered.err +=
+                format("%s: error: %s differs from the machine in %zu ways; first: ", kProgram,
+                       file.c_str(), findings.size()) +
+                gres_finding_name(findings[0].kind) + ": " + findings[0].message +
+                "; gpu-mig gres --check " + file + " lists them all\n";
+        }
+        return rendered;
+    }
     for (const GresFinding& finding : findings) {
         rendered.out +=
             std::string(gres_finding_name(finding.kind)) + ": " + finding.message + "\n";

@@ -3,9 +3,11 @@
 #pragma once
 
 #include "common/report.hpp"
+#include "gpuinit/mig/apply_run.hpp"
 #include "gpuinit/mig/gres.hpp"
 #include "gpuinit/mig/leases.hpp"
 #include "gpuinit/mig/pick.hpp"
+#include "gpuinit/mig/sync.hpp"
 #include "render/mknod_report.hpp"
 
 #include <string>
@@ -39,6 +41,20 @@ Rendered render_mig_sync_text(const MigSyncReport& report, const Diagnostics& di
 std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome& nodes,
                                  const MknodReportContext& nodes_context,
                                  const Diagnostics& diagnostics, int exit_code);
+
+// sync's whole outcome (the cap nodes, then the leases and names), as
+// `gpu-mig sync` and `gpu-mig apply` print it.
+Rendered render_sync_outcome_text(const mig::SyncOutcome& outcome,
+                                  const MknodReportContext& context, int verbosity);
+void write_sync_outcome_json(JsonWriter& json, const mig::SyncOutcome& outcome,
+                             const MknodReportContext& context);
+
+// apply: one line per GPU the layout names (with --dry-run and -v its
+// steps), then what sync did.
+Rendered render_mig_apply_text(const mig::ApplyReport& report, const MknodReportContext& context,
+                               bool dry_run, int verbosity);
+std::string render_mig_apply_json(const mig::ApplyReport& report, const MknodReportContext& context,
+                                  int exit_code);
 
 // gres: gres.conf (with the slurm.conf fragment as its last comment), or
 // the findings of --check.

@@ -93,6 +93,10 @@ Result<GresOutcome> gres(const Sysroot& root, const GresCommand& command,
     GresOutcome outcome{std::move(*plan), std::nullopt};
     if (!command.check.empty()) {
         auto text = read_named_file(command.check, kGresConfLimit);
+        if (!text && command.check_if_exists && text.error().code == ENOENT) {
+            outcome.check_skipped = true;
+            return outcome;
+        }
         if (!text) {
             return text.error();
         }

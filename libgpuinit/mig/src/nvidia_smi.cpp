@@ -5,6 +5,7 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 #include "gpuinit/host/gpu_selector.hpp"
+#include "gpuinit/host/pci.hpp"
 #include "gpuinit/mig/names.hpp"
 
 #include <algorithm>
@@ -26,6 +27,15 @@ constexpr uint64_t kMaxSmiIndex = 1023;
 constexpr uint64_t kMaxMigDevice = 127;
 constexpr uint64_t kMaxGi = 14;
 constexpr uint64_t kMaxCi = 7;
+// -lgipp's bounds: GPU indices, and placements within a GPU's memory
+// slices (8 on A100 and H100, 12 on the RTX PRO 6000 Blackwell captures).
+constexpr uint64_t kMaxGpuIndex = 255;
+constexpr uint64_t kMaxGpus = kMaxGpuIndex + 1;
+constexpr unsigned kMaxMemorySlices = 64;
+// The kernel's PID_MAX_LIMIT (4194304, include/linux/threads.h).
+constexpr uint64_t kMaxPid = 4194304;
+// A bound on one GPU's process rows, against a hostile or runaway output.
+constexpr size_t kMaxGpuProcesses = 65536;
 constexpr uint64_t kMaxProfileId = 255;
 // Nesting of -q -x: nvidia_smi_log/gpu/mig_devices/mig_device/... is 6 deep.
 constexpr size_t kMaxXmlDepth = 16;
@@ -138,6 +148,10 @@ Status walk_table(std::string_view text, std::string_view source, std::string_vi
         }
         // "No GPU instances found: Not Found"; "No MIG-enabled devices
         // found." when no GPU has MIG on (580.159.04, captures/h100-*).
+        // "No GPU instances found: Insufficient Permissions" is a failure.
+        if (auto failure = table_failure(line, source, line_no)) {
+            return *failure;
+        }
         if (line.starts_with(none_found) || line == "No MIG-enabled devices found.") {
             continue;
         }
@@ -351,6 +365,166 @@ Result<std::vector<SmiListGpu>> parse_nvidia_smi_list(std::string_view text,
     return gpus;
 }
 
+Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
+                                                          std::string_view source) {
+    std::vector<SmiPlacements> rows;
+    std::set<std::pair<unsigned, unsigned>> seen;
+    size_t line_no = 0;
+    for (std::string_view raw : split_lines(text)) {
+        ++line_no;
+        std::string_view line = trim(raw);
+        if (line.empty() || line == "No MIG-enabled devices found.") {
+            continue;
+        }
+        std::vector<std::string_view> w = split_words(line);
+        // "Placements:" or, for a single one, "Placement :".
+        size_t list = w.size() == 7 && w[5] == "Placements:"                ? 6
+                      : w.size() == 8 && w[5] == "Placement" && w[6] == ":" ? 7
+                                                                            : 0;
+        auto gpu = w.size() > 4 ? number(w[1], kMaxGpuIndex) : std::nullopt;
+        auto profile = w.size() > 4 ? number(w[4], kMaxProfileId) : std::nullopt;
+        if (list == 0 || w[0] != "GPU" || w[2] != "Profile" || w[3] != "ID" || !gpu || !profile) {
+            return at(source, line_no,
+                      "not a line of nvidia-smi mig -lgipp (GPU N Profile ID P Placements: "
+                      "{S,...}:SIZE): " +
+                          quote(line));
+        }
+        std::string_view spec = w[list];
+        size_t close = spec.find("}:");
+        SmiPlacements row{*gpu, *profile, {}, 0, line_no};
+        // A plain value, not an optional: GCC 12 at -O2 misreads the
+        // optional's engaged flag here (-Wmaybe-uninitialized).
+        unsigned size = 0;
+        if (close != std::string_view::npos) {
+            size = number(spec.substr(close + 2), kMaxMemorySlices).value_or(0);
+        }
+        if (!spec.starts_with('{') || size == 0) {
+            return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
+        }
+        row.size = size;
+        for (std::string_view start : split_fields(spec.substr(1, close - 1), ',')) {
+            auto value = number(start, kMaxMemorySlices - 1);
+            if (!value || row.starts.size() >= kMaxMemorySlices) {
+                return at(source, line_no, "not a placement list {S,...}:SIZE: " + quote(spec));
+            }
+            row.starts.push_back(*value);
+        }
+        if (!seen.insert({row.gpu_index, row.profile_id}).second) {
+            return at(
+                source, line_no,
+                format("profile %u of GPU %u is listed twice", row.profile_id, row.gpu_index));
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+namespace {
+
+// -lgip's header lines, word by word (580.159.04 and 510.47.03 print the
+// same words with different padding).
+bool lgip_header(const std::vector<std::string_view>& w) {
+    static const std::vector<std::vector<std::string_view>> kHeaders = {
+        {"GPU", "instance", "profiles:"},
+        {"GPU", "Name", "ID", "Instances", "Memory", "P2P", "SM", "DEC", "ENC"},
+        {"Free/Total", "GiB", "CE", "JPEG", "OFA"}};
+    return std::find(kHeaders.begin(), kHeaders.end(), w) != kHeaders.end();
+}
+
+// "9.75", "79.25": GiB with two decimals at most.
+bool gib(std::string_view word) {
+    size_t dot = word.find('.');
+    std::string_view whole = word.substr(0, dot);
+    std::string_view part = dot == std::string_view::npos ? "" : word.substr(dot + 1);
+    return number(whole, 1u << 20).has_value() && part.size() <= 2 &&
+           (dot == std::string_view::npos ||
+            (!part.empty() &&
+             std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })));
+}
+
+} // namespace
+
+Result<std::vector<SmiGiProfile>> parse_nvidia_smi_lgip(std::string_view text,
+                                                        std::string_view source) {
+    std::vector<SmiGiProfile> rows;
+    std::set<std::pair<unsigned, unsigned>> ids;
+    std::set<std::pair<unsigned, std::string>> names;
+    bool second_line_due = false;
+    size_t line_no = 0;
+    const std::string row_form = "not a line of nvidia-smi mig -lgip (GPU MIG PROFILE ID "
+                                 "FREE/TOTAL GIB P2P SM DEC ENC, then CE JPEG OFA): ";
+    for (std::string_view raw : split_lines(text)) {
+        ++line_no;
+        std::string_view line = trim(raw);
+        if (line.empty() || line == "No MIG-enabled devices found.") {
+            continue;
+        }
+        if (border(line) || rule_row(line)) {
+            if (second_line_due) {
+                return at(source, line_no, "a profile row without its CE JPEG OFA line");
+            }
+            continue;
+        }
+        auto words = row_words(line);
+        if (!words) {
+            if (auto failure = table_failure(line, source, line_no)) {
+                return *failure;
+            }
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        const std::vector<std::string_view>& w = *words;
+        if (second_line_due) {
+            if (w.size() != 3 || !number(w[0], 255) || !number(w[1], 255) || !number(w[2], 255)) {
+                return at(source, line_no, row_form + quote(line, 96));
+            }
+            second_line_due = false;
+            continue;
+        }
+        if (w.empty() || lgip_header(w)) {
+            continue;
+        }
+        if (w.size() != 10 || w[1] != "MIG" || !gib(w[5]) || (w[6] != "No" && w[6] != "Yes") ||
+            !number(w[7], 1023) || !number(w[8], 255) || !number(w[9], 255)) {
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        size_t slash = w[4].find('/');
+        std::string_view free_text = w[4].substr(0, slash);
+        std::string_view total_text =
+            slash == std::string_view::npos ? std::string_view() : w[4].substr(slash + 1);
+        auto gpu = number(w[0], kMaxSmiIndex);
+        auto id = number(w[3], kMaxProfileId);
+        unsigned free = number(free_text, 255).value_or(256);
+        unsigned total = number(total_text, 255).value_or(256);
+        if (!gpu || !id || total > 255 || free > total) {
+            return at(source, line_no, row_form + quote(line, 96));
+        }
+        if (!valid_mig_profile(w[2])) {
+            return at(source, line_no, "not a MIG profile name: " + quote(w[2]));
+        }
+        if (!ids.insert({*gpu, *id}).second) {
+            return at(source, line_no, format("profile %u of GPU %u is listed twice", *id, *gpu));
+        }
+        if (!names.insert({*gpu, std::string(w[2])}).second) {
+            return at(source, line_no,
+                      format("profile %s of GPU %u is listed twice", quote(w[2]).c_str(), *gpu));
+        }
+        rows.push_back({*gpu, std::string(w[2]), *id, free, total, line_no});
+        second_line_due = true;
+    }
+    if (second_line_due) {
+        return at(source, line_no, "a profile row without its CE JPEG OFA line");
+    }
+    return rows;
+}
+
+const SmiGiProfile* find_gi_profile(const std::vector<SmiGiProfile>& rows, unsigned gpu_index,
+                                    std::string_view profile) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const SmiGiProfile& row) {
+        return row.gpu_index == gpu_index && row.profile == profile;
+    });
+    return it == rows.end() ? nullptr : &*it;
+}
+
 Result<std::vector<SmiGpuInstance>> parse_nvidia_smi_lgi(std::string_view text,
                                                          std::string_view source) {
     std::vector<SmiGpuInstance> rows;
@@ -402,11 +576,16 @@ Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view te
 }
 
 Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source) {
+                                                            std::string_view source,
+                                                            std::optional<unsigned>* attached) {
     std::vector<SmiQueryGpu> gpus;
     std::vector<std::string> stack;
     std::optional<MigInProgress> mig;
     bool seen_root = false;
+    std::optional<unsigned> attached_gpus;
+    std::optional<unsigned> process_gi; // of the <process_info> being read
+    std::optional<unsigned> process_ci;
+    bool seen_name = false; // <product_name> of the <gpu> being read
     std::vector<std::string_view> lines = split_lines(text);
     auto path_is = [&stack](std::initializer_list<std::string_view> path) {
         return stack.size() == path.size() && std::equal(stack.begin(), stack.end(), path.begin());
@@ -416,6 +595,26 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
         std::string_view line = trim(lines[i]);
         if (line.empty()) {
             continue;
+        }
+        // nvidia-smi prints a process's name as its user chose it, '<' and
+        // all: on its line, all of it is the name, which is not read.
+        if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+            constexpr std::string_view kOpen = "<process_name>";
+            constexpr std::string_view kClose = "</process_name>";
+            if (line.starts_with(kOpen)) {
+                if (line.size() < kOpen.size() + kClose.size() || !line.ends_with(kClose)) {
+                    Diagnostic failure =
+                        at(source, line_no,
+                           "a process name over more than one line (a name its user gave it, "
+                           "which nvidia-smi prints as it is): the output cannot be read "
+                           "safely; find the process with nvidia-smi and end it or rename "
+                           "it: " +
+                               quote(line, 80));
+                    failure.code = kSmiProcessNameCode;
+                    return failure;
+                }
+                continue;
+            }
         }
         if (line.front() != '<') {
             if (line.find('<') != std::string_view::npos) {
@@ -458,9 +657,25 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpus.back().migs.push_back({*mig->index, *mig->gi, *mig->ci, mig->line});
                 mig.reset();
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                if (process_gi && process_ci) {
+                    gpus.back().process_instances.emplace_back(*process_gi, *process_ci);
+                }
             } else if (path_is({"nvidia_smi_log", "gpu"})) {
-                if (gpus.back().uuid.empty()) {
-                    return at(source, gpus.back().line, "a <gpu> without <uuid>");
+                const SmiQueryGpu& done = gpus.back();
+                if (done.uuid.empty()) {
+                    return at(source, done.line, "a <gpu> without <uuid>");
+                }
+                for (size_t other = 0; other + 1 < gpus.size(); ++other) {
+                    const SmiQueryGpu& seen = gpus[other];
+                    if (same_uuid(seen.uuid, done.uuid) ||
+                        (!done.bdf.empty() && seen.bdf == done.bdf) ||
+                        (done.minor && seen.minor == done.minor)) {
+                        return at(source, done.line,
+                                  "GPU " + quote(done.uuid) +
+                                      " is listed twice (its UUID, PCI address or minor): this "
+                                      "is not one nvidia-smi -q -x output; take it again");
+                    }
                 }
             }
             stack.pop_back();
@@ -492,6 +707,10 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 SmiQueryGpu gpu;
                 gpu.line = line_no;
                 gpus.push_back(std::move(gpu));
+                seen_name = false;
+            } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+                process_gi.reset();
+                process_ci.reset();
             } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
                 mig = MigInProgress{};
                 mig->line = line_no;
@@ -517,7 +736,16 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
             return at(source, line_no, "an element outside <nvidia_smi_log>");
         }
         std::string decoded = xml_text(trim(value));
-        if (path_is({"nvidia_smi_log", "gpu"})) {
+        if (path_is({"nvidia_smi_log"}) && name == "attached_gpus") {
+            // Before the first <gpu>: after it, a user's text could have
+            // written it.
+            auto count = number(decoded, kMaxGpus);
+            if (!count || attached_gpus || !gpus.empty()) {
+                return at(source, line_no,
+                          "not one <attached_gpus> before the GPUs: " + quote(line, 80));
+            }
+            attached_gpus = count;
+        } else if (path_is({"nvidia_smi_log", "gpu"})) {
             SmiQueryGpu& gpu = gpus.back();
             if (name == "uuid") {
                 if (!gpu.uuid.empty() || !valid_gpu_uuid(decoded) || decoded.size() != 40) {
@@ -531,8 +759,49 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
                 }
                 gpu.minor = minor;
             } else if (name == "product_name") {
+                if (seen_name) {
+                    return at(source, line_no, "a second <product_name>: " + quote(decoded));
+                }
+                seen_name = true;
                 gpu.name = decoded;
             }
+        } else if (path_is({"nvidia_smi_log", "gpu", "mig_mode"}) &&
+                   (name == "current_mig" || name == "pending_mig")) {
+            std::optional<bool>& mode =
+                name == "current_mig" ? gpus.back().mig_current : gpus.back().mig_pending;
+            if (mode || (decoded != "Enabled" && decoded != "Disabled" && decoded != "N/A")) {
+                return at(source, line_no,
+                          "not one MIG mode (Enabled, Disabled or N/A): " + quote(decoded));
+            }
+            if (decoded != "N/A") {
+                mode = decoded == "Enabled";
+            } else if (name == "current_mig") {
+                gpus.back().mig_not_supported = true;
+            }
+        } else if (path_is({"nvidia_smi_log", "gpu", "pci"}) && name == "pci_bus_id") {
+            // "00000000:17:00.0": nvidia-smi prints the domain with 8 digits.
+            auto bdf = normalize_bdf(decoded);
+            if (!bdf || !gpus.back().bdf.empty()) {
+                return at(source, line_no, "not one PCI address: " + quote(decoded));
+            }
+            gpus.back().bdf = *bdf;
+        } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
+                   name == "pid") {
+            auto pid = number(decoded, kMaxPid);
+            if (!pid || *pid == 0 || gpus.back().pids.size() >= kMaxGpuProcesses) {
+                return at(source, line_no, "not a process id: " + quote(decoded));
+            }
+            gpus.back().pids.push_back(*pid);
+        } else if (path_is({"nvidia_smi_log", "gpu", "processes", "process_info"}) &&
+                   (name == "gpu_instance_id" || name == "compute_instance_id") &&
+                   decoded != "N/A") {
+            bool gi = name == "gpu_instance_id";
+            auto id = number(decoded, gi ? kMaxGi : kMaxCi);
+            std::optional<unsigned>& field = gi ? process_gi : process_ci;
+            if (!id || field) {
+                return at(source, line_no, "not one " + std::string(name) + ": " + quote(decoded));
+            }
+            field = id;
         } else if (path_is({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
             std::optional<unsigned>* field = name == "index"                 ? &mig->index
                                              : name == "gpu_instance_id"     ? &mig->gi
@@ -560,6 +829,9 @@ Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view tex
     if (!seen_root) {
         return at(source, std::max<size_t>(1, lines.size()),
                   "no <nvidia_smi_log>: not nvidia-smi -q -x output");
+    }
+    if (attached != nullptr) {
+        *attached = attached_gpus;
     }
     return gpus;
 }
@@ -617,10 +889,19 @@ Result<MigNames> mig_names_from_nvidia_smi(const NvidiaSmiTexts& texts, Diagnost
     }
     if (texts.query_xml) {
         auto parsed = parse_nvidia_smi_query_xml(*texts.query_xml, texts.query_source);
-        if (!parsed) {
+        if (!parsed && parsed.error().code == kSmiProcessNameCode) {
+            // A user's process name is not the admin's error: the names
+            // are made without what -q -x adds (the MIG UUIDs), as when it
+            // is not given.
+            Diagnostic warning = parsed.error();
+            warning.severity = Severity::Warning;
+            warning.message += "; its MIG UUIDs are left out";
+            diagnostics.add(std::move(warning));
+        } else if (!parsed) {
             return parsed.error();
+        } else {
+            query = std::move(*parsed);
         }
-        query = std::move(*parsed);
     }
 
     // -L's name for a MIG device first: it is NVML's name for the device
@@ -737,6 +1018,13 @@ Result<MigNames> load_nvidia_smi_output(const std::string& dir, Diagnostics& dia
 Result<std::string> find_nvidia_smi() {
     const char* path = std::getenv("PATH");
     std::string_view rest = path != nullptr ? path : "";
+    // Root runs what it finds (apply changes the GPUs with it): a program
+    // or directory another user could have written is not taken.
+    const bool as_root = ::geteuid() == 0;
+    auto others_could_write = [](const struct stat& st) {
+        return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    };
+    std::string passed;
     while (!rest.empty()) {
         size_t colon = rest.find(':');
         std::string_view dir = rest.substr(0, colon);
@@ -747,10 +1035,26 @@ Result<std::string> find_nvidia_smi() {
         }
         std::string candidate = std::string(dir) + "/nvidia-smi";
         struct stat st {};
-        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            ::access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
+        struct stat dir_st {};
+        if (::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            ::access(candidate.c_str(), X_OK) != 0) {
+            continue;
         }
+        if (as_root && (others_could_write(st) || ::stat(std::string(dir).c_str(), &dir_st) != 0 ||
+                        others_could_write(dir_st))) {
+            if (passed.empty()) {
+                passed = candidate;
+            }
+            continue;
+        }
+        return candidate;
+    }
+    if (!passed.empty()) {
+        return error("nvidia-smi on PATH is not used: " + passed +
+                         " (or its directory) is not root's alone, and root would run it; "
+                         "give it to root (chown root, chmod go-w) or name one with "
+                         "--nvidia-smi",
+                     EPERM);
     }
     return error("nvidia-smi is not on PATH: install the driver's utilities, or give saved "
                  "output with --nvidia-smi-output DIR",

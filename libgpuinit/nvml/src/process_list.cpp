@@ -55,16 +55,20 @@ T load(const unsigned char* at) {
 
 } // namespace
 
-const char* call_name(ProcessCall call) {
+const char* call_name(ProcessCall call, ProcessKind kind) {
+    const bool graphics = kind == ProcessKind::Graphics;
     switch (call) {
     case ProcessCall::DetailList:
         return "nvmlDeviceGetRunningProcessDetailList";
     case ProcessCall::V3:
-        return "nvmlDeviceGetComputeRunningProcesses_v3";
+        return graphics ? "nvmlDeviceGetGraphicsRunningProcesses_v3"
+                        : "nvmlDeviceGetComputeRunningProcesses_v3";
     case ProcessCall::V2:
-        return "nvmlDeviceGetComputeRunningProcesses_v2";
+        return graphics ? "nvmlDeviceGetGraphicsRunningProcesses_v2"
+                        : "nvmlDeviceGetComputeRunningProcesses_v2";
     case ProcessCall::V1:
-        return "nvmlDeviceGetComputeRunningProcesses";
+        return graphics ? "nvmlDeviceGetGraphicsRunningProcesses"
+                        : "nvmlDeviceGetComputeRunningProcesses";
     }
     return "?";
 }
@@ -93,8 +97,17 @@ bool pid_alive(uint32_t pid) {
     return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
-ProcessLister::ProcessLister(const Functions& functions, Alive alive)
-    : functions_(functions), alive_(std::move(alive)) {}
+ProcessLister::ProcessLister(const Functions& functions, Alive alive, ProcessKind kind)
+    : functions_(functions), alive_(std::move(alive)), kind_(kind) {}
+
+bool ProcessLister::available() const {
+    for (size_t i = 0; i < kProcessCalls; ++i) {
+        if (function_named(functions_, call_name(static_cast<ProcessCall>(i), kind_)) != nullptr) {
+            return true;
+        }
+    }
+    return false;
+}
 
 nvmlReturn_t ProcessLister::call_once(ProcessCall call, nvmlDevice_t device, unsigned char* buffer,
                                       uint32_t& count) {
@@ -102,7 +115,8 @@ nvmlReturn_t ProcessLister::call_once(ProcessCall call, nvmlDevice_t device, uns
     case ProcessCall::DetailList: {
         nvmlProcessDetailList_t request{};
         request.version = nvmlProcessDetailList_v1;
-        request.mode = NVML_PROCESS_MODE_COMPUTE;
+        request.mode =
+            kind_ == ProcessKind::Graphics ? NVML_PROCESS_MODE_GRAPHICS : NVML_PROCESS_MODE_COMPUTE;
         request.numProcArrayEntries = count;
         request.procArray = reinterpret_cast<nvmlProcessDetail_v1_t*>(buffer);
         nvmlReturn_t code = functions_.nvmlDeviceGetRunningProcessDetailList(device, &request);
@@ -111,11 +125,23 @@ nvmlReturn_t ProcessLister::call_once(ProcessCall call, nvmlDevice_t device, uns
     }
     // read() checked that the function is there.
     case ProcessCall::V3:
-        return list_into(functions_.nvmlDeviceGetComputeRunningProcesses_v3, device, buffer, count);
+        return kind_ == ProcessKind::Graphics
+                   ? list_into(functions_.nvmlDeviceGetGraphicsRunningProcesses_v3, device, buffer,
+                               count)
+                   : list_into(functions_.nvmlDeviceGetComputeRunningProcesses_v3, device, buffer,
+                               count);
     case ProcessCall::V2:
-        return list_into(functions_.nvmlDeviceGetComputeRunningProcesses_v2, device, buffer, count);
+        return kind_ == ProcessKind::Graphics
+                   ? list_into(functions_.nvmlDeviceGetGraphicsRunningProcesses_v2, device, buffer,
+                               count)
+                   : list_into(functions_.nvmlDeviceGetComputeRunningProcesses_v2, device, buffer,
+                               count);
     case ProcessCall::V1:
-        return list_into(functions_.nvmlDeviceGetComputeRunningProcesses, device, buffer, count);
+        return kind_ == ProcessKind::Graphics
+                   ? list_into(functions_.nvmlDeviceGetGraphicsRunningProcesses, device, buffer,
+                               count)
+                   : list_into(functions_.nvmlDeviceGetComputeRunningProcesses, device, buffer,
+                               count);
     }
     return NVML_ERROR_FUNCTION_NOT_FOUND;
 }
@@ -123,7 +149,7 @@ nvmlReturn_t ProcessLister::call_once(ProcessCall call, nvmlDevice_t device, uns
 ProcessLister::Outcome ProcessLister::read(ProcessCall call, nvmlDevice_t device,
                                            ProcessListing& out) {
     CallState& state = state_[static_cast<size_t>(call)];
-    const char* name = call_name(call);
+    const char* name = call_name(call, kind_);
     if (function_named(functions_, name) == nullptr) {
         state.rejected = "not exported by this driver";
         return Outcome::Unavailable;
@@ -246,8 +272,8 @@ ProcessListing ProcessLister::list(nvmlDevice_t device) {
     out.status = ProcessListing::Status::Untrusted;
     out.problem = "no NVML process list checks out:";
     for (size_t i = 0; i < kProcessCalls; ++i) {
-        out.problem +=
-            format(" %s: %s;", call_name(static_cast<ProcessCall>(i)), state_[i].rejected.c_str());
+        out.problem += format(" %s: %s;", call_name(static_cast<ProcessCall>(i), kind_),
+                              state_[i].rejected.c_str());
     }
     out.problem.pop_back();
     return out;

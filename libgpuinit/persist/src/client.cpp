@@ -199,4 +199,80 @@ Result<RpcReply> persistence_rpc_set(const Sysroot& root, const NvPciDevice& dev
     return rpc_call(root, encode_set_mode_call(xid, 1, device, enable), false, xid);
 }
 
+
+namespace {
+
+constexpr int kResetRequestTimeoutMs = 10000;
+
+bool held_by_daemon(const HeldGpu& held, const GpuIdentity& gpu) {
+    return (!gpu.bdf.empty() && held.id.bdf == gpu.bdf) ||
+           (!gpu.uuid.empty() && same_uuid(held.id.uuid, gpu.uuid)) ||
+           (gpu.bdf.empty() && gpu.uuid.empty() && held.id.minor == gpu.minor);
+}
+
+Result<ControlRequest> request_for(ControlRequest::Kind kind, const GpuIdentity& gpu) {
+    auto selector = GpuSelector::parse(gpu.bdf.empty() ? std::to_string(gpu.minor) : gpu.bdf);
+    if (!selector) {
+        return selector.error();
+    }
+    ControlRequest request;
+    request.kind = kind;
+    request.gpu = *selector;
+    return request;
+}
+
+Status reply_status(const Result<ClientReply>& reply, const char* what, const GpuIdentity& gpu) {
+    if (!reply) {
+        Diagnostic failure = reply.error();
+        failure.message = std::string("gpu-persist ") + what + " " +
+                          (gpu.bdf.empty() ? std::to_string(gpu.minor) : gpu.bdf) + ": " +
+                          failure.message;
+        return failure;
+    }
+    if (reply->reply.code != 0) {
+        return error(std::string("gpu-persist ") + what + " " +
+                         (gpu.bdf.empty() ? std::to_string(gpu.minor) : gpu.bdf) + ": " +
+                         reply->reply.message,
+                     reply->reply.code);
+    }
+    return {};
+}
+
+} // namespace
+
+Result<bool> persist_release_for_reset(const Sysroot& root, const GpuIdentity& gpu) {
+    auto status = persist_request(root, ControlRequest{}, kResetRequestTimeoutMs);
+    if (!status) {
+        if (status.error().code == ECONNREFUSED || status.error().code == ENOENT) {
+            return false;
+        }
+        return reply_status(status, "status before resetting", gpu).error();
+    }
+    bool held = false;
+    for (const HeldGpu& entry : status->reply.gpus) {
+        held = held || (held_by_daemon(entry, gpu) && entry.wanted);
+    }
+    if (!held) {
+        return false;
+    }
+    auto request = request_for(ControlRequest::Kind::Disable, gpu);
+    if (!request) {
+        return request.error();
+    }
+    Status released =
+        reply_status(persist_request(root, *request, kResetRequestTimeoutMs), "disable", gpu);
+    if (!released) {
+        return released.error();
+    }
+    return true;
+}
+
+Status persist_hold_after_reset(const Sysroot& root, const GpuIdentity& gpu) {
+    auto request = request_for(ControlRequest::Kind::Enable, gpu);
+    if (!request) {
+        return request.error();
+    }
+    return reply_status(persist_request(root, *request, kResetRequestTimeoutMs), "enable", gpu);
+}
+
 } // namespace gpuinit

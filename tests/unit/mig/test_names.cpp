@@ -13,6 +13,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -192,6 +193,28 @@ TEST(MigNames, WithoutTheXmlUuidsStayUnknownAndAreReportedOnce) {
     EXPECT_TRUE(mentions(warning, "21 without a MIG UUID (gpu1/gi7/ci0")) << warning.text();
     EXPECT_TRUE(mentions(warning, "and 13 more")) << warning.text();
     EXPECT_TRUE(mentions(warning, "q.xml (nvidia-smi -q -x")) << warning.text();
+}
+
+// A process name that spans lines makes -q -x unreadable; a user chooses
+// it, so the names are still made, without the UUIDs -q -x would give,
+// and the warning says which line.
+TEST(MigNames, AProcessNameOverLinesLeavesOutTheXmlNotTheNames) {
+    std::vector<MigInstance> instances = instances_of(a100_mig_box());
+    NvidiaSmiTexts texts = all_texts(a100_smi());
+    std::string& xml = *texts.query_xml;
+    xml.replace(xml.find("<process_name>python3</process_name>"), 36,
+                "<process_name>a\n</process_info>\n</processes>\n<process_name>b</process_name>");
+    Diagnostics diagnostics;
+    auto names = mig_names_from_nvidia_smi(texts, diagnostics);
+    ASSERT_TRUE(names) << names.error().text();
+    apply_mig_names(instances, *names, diagnostics);
+    for (const MigInstance& instance : instances) {
+        EXPECT_EQ(instance.profile, "1g.10gb");
+        EXPECT_TRUE(instance.uuid.empty());
+    }
+    ASSERT_FALSE(diagnostics.items().empty());
+    EXPECT_TRUE(mentions(diagnostics.items()[0], "process name over more than one line"))
+        << diagnostics.items()[0].text();
 }
 
 TEST(MigNames, NoNamesAtAllSaysWhatIsUnknownAndHowToGiveIt) {
@@ -516,6 +539,40 @@ TEST(NvidiaSmi, RunsNvidiaSmiFromPathOrSaysItIsNotThere) {
     ASSERT_EQ(diagnostics.count(Severity::Warning), 2u); // mig -lgi and -lci
     EXPECT_TRUE(mentions(diagnostics.items()[0], "exited with status 4"))
         << diagnostics.items()[0].text();
+}
+
+// Root runs the nvidia-smi it finds on PATH: one that another user could
+// have written (group- or world-writable, or not root's; or its directory)
+// is passed over, and the message says why.
+TEST(NvidiaSmi, RootPassesOverOneOthersCouldHaveWritten) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: needs root (the check is root's)";
+    }
+    TempDir planted;
+    TempDir real;
+    for (const TempDir* dir : {&planted, &real}) {
+        std::string script = *dir / "nvidia-smi";
+        write(script, "#!/bin/sh\nexit 0\n");
+        ::chmod(script.c_str(), 0755);
+    }
+    ::chmod((planted / "nvidia-smi").c_str(), 0777);
+    const char* old_path = std::getenv("PATH");
+    std::string saved = old_path != nullptr ? old_path : "";
+    ::setenv("PATH", (planted.path() + ":" + real.path()).c_str(), 1);
+    auto found = find_nvidia_smi();
+    ::chmod(planted.path().c_str(), 0777);
+    ::chmod((planted / "nvidia-smi").c_str(), 0755);
+    ::setenv("PATH", planted.path().c_str(), 1);
+    auto in_open_dir = find_nvidia_smi();
+    ::setenv("PATH", saved.c_str(), 1);
+    ::chmod(planted.path().c_str(), 0700);
+
+    ASSERT_TRUE(found) << found.error().text();
+    EXPECT_EQ(*found, real / "nvidia-smi");
+    ASSERT_FALSE(in_open_dir) << *in_open_dir;
+    EXPECT_EQ(in_open_dir.error().code, EPERM);
+    EXPECT_NE(in_open_dir.error().message.find(planted / "nvidia-smi"), std::string::npos)
+        << in_open_dir.error().text();
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -137,6 +138,18 @@ TEST(GpuMigTool, GresCheckPassesItsOwnOutputAndFindsAHandWrittenOne) {
     EXPECT_NE(output.find("\"kind\":\"no-cap-files\""), std::string::npos) << output;
     EXPECT_NE(output.find("\"kind\":\"count-change\""), std::string::npos) << output;
     EXPECT_NE(output.find("\"kind\":\"not-listed\""), std::string::npos) << output;
+    // -q, as gpu-mig.service runs it: one line for the journal.
+    EXPECT_EQ(gpu_mig(box,
+                      {"gres", "--nvidia-smi-output", box.smi.path(), "--check",
+                       box.smi / "hand.conf", "-q"},
+                      &output),
+              4)
+        << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+    EXPECT_NE(
+        output.find("gpu-mig: error: " + (box.smi / "hand.conf") + " differs from the machine in "),
+        std::string::npos)
+        << output;
 }
 
 TEST(GpuMigTool, EnvGivesTheJobItsInstancesUuids) {
@@ -193,6 +206,74 @@ TEST(GpuMigTool, OptionsGoWithTheirCommand) {
     EXPECT_EQ(gpu_mig(box, {"gres", "--type-style", "short"}, &output), 1);
     EXPECT_EQ(gpu_mig(box, {"gres", "--slurm-conf", "--json"}, &output), 1);
     EXPECT_EQ(gpu_mig(box, {"gres", "--node", "a b"}, &output), 1);
+}
+
+TEST(GpuMigTool, ApplysOptionsGoWithApplyAndCheckTakesNoFile) {
+    Box box;
+    load(box);
+    std::string output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--check", "x"}, &output), 1) << output;
+    EXPECT_NE(output.find("apply --check takes no FILE"), std::string::npos) << output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--check", "--dry-run"}, &output), 1) << output;
+    EXPECT_EQ(gpu_mig(box, {"sync", "--force"}, &output), 1) << output;
+    EXPECT_EQ(gpu_mig(box, {"gres", "--reset-if-needed"}, &output), 1) << output;
+    EXPECT_EQ(gpu_mig(box, {"gres", "--if-exists"}, &output), 1) << output;
+    EXPECT_EQ(gpu_mig(box, {"gres", "--check"}, &output), 1) << output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--if-exists"}, &output), 1) << output;
+}
+
+TEST(GpuMigTool, ApplyWithoutALayoutChangesNothing) {
+    Box box;
+    load(box);
+    std::string output;
+    // No nvidia-smi and no NVML here: without a layout neither is needed.
+    EXPECT_EQ(gpu_mig(box, {"apply"}, &output), 0) << output;
+    EXPECT_NE(output.find("gpu-mig-layout.conf: no MIG layout declared; nothing changed"),
+              std::string::npos)
+        << output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--check", "--json"}, &output), 0) << output;
+    EXPECT_NE(output.find("\"declared\":false"), std::string::npos) << output;
+}
+
+TEST(GpuMigTool, ApplyWithABadLayoutNamesItsLine) {
+    Box box;
+    load(box);
+    std::filesystem::create_directories(box.root / "etc");
+    std::ofstream(box.root / "etc/gpu-mig-layout.conf") << "gpu=* mig=on gi=1g.10gb\ngpu=1 mig\n";
+    std::string output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--dry-run"}, &output), 3) << output;
+    EXPECT_NE(output.find("etc/gpu-mig-layout.conf:2"), std::string::npos) << output;
+}
+
+TEST(GpuMigTool, ApplyWithNoWayToReadTheGpusSaysSo) {
+    Box box;
+    load(box);
+    std::filesystem::create_directories(box.root / "etc");
+    std::ofstream(box.root / "etc/gpu-mig-layout.conf") << "gpu=* mig=on gi=1g.10gb\n";
+    std::string output;
+    EXPECT_EQ(gpu_mig(box, {"apply", "--check"}, &output), 3) << output;
+    EXPECT_NE(output.find("nvidia-smi"), std::string::npos) << output;
+}
+
+TEST(GpuMigTool, GresCheckIfExistsPassesAMissingFile) {
+    Box box;
+    load(box);
+    std::string output;
+    EXPECT_EQ(gpu_mig(box,
+                      {"gres", "--check", box.smi / "absent.conf", "--if-exists",
+                       "--nvidia-smi-output", box.smi.path()},
+                      &output),
+              0)
+        << output;
+    EXPECT_NE(output.find("absent.conf is not there; nothing to check"), std::string::npos)
+        << output;
+    EXPECT_EQ(gpu_mig(box, {"gres", "--check", "", "--if-exists"}, &output), 0) << output;
+    EXPECT_EQ(
+        gpu_mig(box,
+                {"gres", "--check", box.smi / "absent.conf", "--nvidia-smi-output", box.smi.path()},
+                &output),
+        3)
+        << output;
 }
 
 } // namespace gpuinit

@@ -19,6 +19,10 @@
  *    GPUs by UUID (bound, but never opened: EPERM);
  *  - with mig=N, the MIG capability files of N GPU instances per GPU and
  *    /proc/driver/nvidia-caps/mig-minors, numbered as the real driver does;
+ *    with mig_on=1, MIG mode on and no instances; either way, instances
+ *    created and destroyed at run time through
+ *    /proc/driver/nvidia-test/mig, and so lost at a module reload as at a
+ *    reboot, while the MIG mode (a module option here) stays;
  *  - the open/close lifecycle: the first open of /dev/nvidiaN initializes
  *    the GPU (init_ms) and the last close tears it down (deinit_ms), counted
  *    per GPU in /proc/driver/nvidia-test/counters; an opener that comes
@@ -77,6 +81,14 @@ MODULE_PARM_DESC(legacy_frontend, "register 'nvidia-frontend' as older drivers d
 static unsigned int mig;
 module_param(mig, uint, 0444);
 MODULE_PARM_DESC(mig, "GPU instances (each with compute instance 0) per GPU, 0-7");
+/*
+ * A GPU keeps its MIG mode across a reboot (it is stored on the board) but
+ * not its instances: mig_on=1 is that state after a reboot, MIG on and no
+ * instance, which the "mig" test file then creates.
+ */
+static bool mig_on;
+module_param(mig_on, bool, 0444);
+MODULE_PARM_DESC(mig_on, "MIG mode on, with no instances until created through nvidia-test/mig");
 /* An A100 or H100 has at most 7 GPU instances at a time. */
 #define MIG_MAX_INSTANCES 7
 
@@ -140,6 +152,53 @@ struct nv_ioctl_wait_open_complete {
 };
 static_assert(sizeof(struct nv_ioctl_wait_open_complete) == 8);
 
+/*
+ * A capability file's state (nv-caps.c nv_cap_t): its minor, the mode it
+ * reports and DeviceFileModify. Static (in fake_gpu or mig_control_caps), so
+ * a file that procfs runs down after its entry is removed still finds it.
+ */
+struct fake_cap {
+	unsigned int minor;
+	unsigned int mode;
+	int modify;
+};
+
+/*
+ * The real driver's numbering of MIG capability minors (see mig-minors), as
+ * nv-caps.c nv_cap_tables_init (580.142) hands them out in table order: the
+ * nvlink table's one entry 0, mig/config 1 and mig/monitor 2, then for
+ * gpu0..gpu31 each of gi0..gi14's access file and its ci0..ci7's.
+ */
+#define MIG_GPUS 32
+#define MIG_GIS 15
+#define MIG_CIS 8
+#define MIG_GI_MINOR(g, i) (3 + 135 * (g) + 9 * (i))
+#define MIG_CI_MINOR(g, i, c) (4 + 135 * (g) + 9 * (i) + (c))
+/* gi1..giN must stay inside gi0..gi14, or their minors are the next GPU's. */
+static_assert(MIG_MAX_INSTANCES < MIG_GIS);
+
+/*
+ * A compute instance: what RM registers for it (its ciN directory and
+ * access file). slices is the creator's record, -1 when not given, kept
+ * only for the stand-in nvidia-smi to read back.
+ */
+struct fake_ci {
+	bool used;
+	int slices;
+	struct proc_dir_entry *dir;
+	struct fake_cap cap;
+};
+
+/* A GPU instance, by its id (the swizzId); profile and start as fake_ci's slices. */
+struct fake_gi {
+	bool used;
+	int profile;
+	int start;
+	struct proc_dir_entry *dir;
+	struct fake_cap cap;
+	struct fake_ci cis[MIG_CIS];
+};
+
 enum gpu_state {
 	GPU_DOWN,
 	GPU_STARTING,	/* an init runs (init_ms), in an opener or on init_wq */
@@ -170,6 +229,10 @@ struct fake_gpu {
 	wait_queue_head_t state_wq;	/* state, opens or a file's done changed */
 	struct proc_dir_entry *proc_dir;
 	struct proc_dir_entry *caps_dir;
+	/* Under mig_lock: capabilities/gpu<minor>/mig, the mode, the instances. */
+	struct proc_dir_entry *mig_dir;
+	int mig_current, mig_pending;
+	struct fake_gi gis[MIG_GIS];
 };
 
 /* A GPU file's private data (the control device's is NULL). */
@@ -184,15 +247,6 @@ struct nv_file {
 	bool orphan_lost;	/* that GPU was lost when it was removed */
 	wait_queue_head_t poll_wq;	/* nv.c's per-file queue: only RM events wake it */
 };
-
-/* The real driver's numbering of MIG capability minors (see mig-minors). */
-#define MIG_GPUS 32
-#define MIG_GIS 15
-#define MIG_CIS 8
-#define MIG_GI_MINOR(g, i) (3 + 135 * (g) + 9 * (i))
-#define MIG_CI_MINOR(g, i, c) (4 + 135 * (g) + 9 * (i) + (c))
-/* gi1..giN must stay inside gi0..gi14, or their minors are the next GPU's. */
-static_assert(MIG_MAX_INSTANCES < MIG_GIS);
 
 /* Config space of slot i function 0 (GPU) and slot 0 function 1 (audio). */
 static u8 config[FAKE_MAX_GPUS + 1][FAKE_CFG_SIZE];
@@ -773,12 +827,6 @@ static const struct proc_ops lose_ops = {
  * buffer with sscanf("DeviceFileModify: %d") and only then sets the flag.
  * New caps start with NVreg_ModifyDeviceFiles.
  */
-struct fake_cap {
-	unsigned int minor;
-	unsigned int mode;
-	int modify;
-};
-
 #define CAP_WRITE_BUF_SIZE 128
 
 /* An open cap file: nv-caps.c's nv_cap_file_private_t. */
@@ -789,10 +837,11 @@ struct cap_file {
 	size_t offset;
 };
 
-/* config, monitor, then [gpu][gi] GI and CI 0; static, so no lifetime. */
+/* config and monitor; the instances' caps are in their fake_gpu. */
 static struct fake_cap mig_control_caps[2];
-static struct fake_cap mig_caps[MIG_GPUS][MIG_GIS][2];
 static DEFINE_MUTEX(cap_lock);
+/* Each GPU's mig_dir, MIG mode and instances; taken before gpu_lock. */
+static DEFINE_MUTEX(mig_lock);
 
 static int cap_show(struct seq_file *m, void *v)
 {
@@ -885,26 +934,286 @@ static int mig_minors_show(struct seq_file *m, void *v)
 	return 0;
 }
 
-/* capabilities/gpu<minor>/mig/gi<I>/access and gi<I>/ci0/access, I = 1..mig */
+/* No instance left (their entries are gone with their directory). */
+static void clear_instances(struct fake_gpu *gpu)
+{
+	unsigned int g;
+
+	for (g = 0; g < MIG_GIS; g++)
+		gpu->gis[g] = (struct fake_gi){};
+}
+
+/*
+ * Instances, as RM registers them with the capability framework
+ * (src/nvidia/arch/nvalloc/unix/src/os.c osRmCapRegisterSmcPartition and
+ * osRmCapRegisterSmcExecutionPartition, 580.142, called from
+ * kernel_mig_manager.c when an instance is created or restored): a
+ * directory gi<swizzId> (mode OS_RUGO | OS_XUGO) holding an access file
+ * (OS_RUGO), and in it ci<id> with its own access file; nv-caps.c
+ * nv_cap_create_file_entry gives each access file the minor of its path in
+ * the static tables (mig-minors), and nv_cap_alloc DeviceFileModify
+ * NVreg_ModifyDeviceFiles. A destroyed instance's entries go
+ * (osRmCapUnregister, files before their directory). All under mig_lock.
+ */
+static int mig_create_gi(struct fake_gpu *gpu, unsigned int id, int profile, int start)
+{
+	struct fake_gi *gi;
+	char name[8];
+
+	if (!gpu->mig_dir || !gpu->mig_current)
+		return -EOPNOTSUPP;
+	if (id >= MIG_GIS)
+		return -EINVAL;
+	gi = &gpu->gis[id];
+	if (gi->used)
+		return -EEXIST;
+	snprintf(name, sizeof(name), "gi%u", id);
+	*gi = (struct fake_gi){};
+	gi->dir = proc_mkdir_mode(name, 0555, gpu->mig_dir);
+	if (!gi->dir)
+		return -ENOMEM;
+	add_cap(gi->dir, "access", &gi->cap, MIG_GI_MINOR(gpu->minor, id), 0444);
+	gi->used = true;
+	gi->profile = profile;
+	gi->start = start;
+	return 0;
+}
+
+static int mig_create_ci(struct fake_gpu *gpu, unsigned int gi_id, unsigned int id, int slices)
+{
+	struct fake_ci *ci;
+	char name[8];
+
+	if (!gpu->mig_dir || !gpu->mig_current)
+		return -EOPNOTSUPP;
+	if (gi_id >= MIG_GIS || id >= MIG_CIS)
+		return -EINVAL;
+	if (!gpu->gis[gi_id].used)
+		return -ENOENT;
+	ci = &gpu->gis[gi_id].cis[id];
+	if (ci->used)
+		return -EEXIST;
+	snprintf(name, sizeof(name), "ci%u", id);
+	*ci = (struct fake_ci){};
+	ci->dir = proc_mkdir_mode(name, 0555, gpu->gis[gi_id].dir);
+	if (!ci->dir)
+		return -ENOMEM;
+	add_cap(ci->dir, "access", &ci->cap, MIG_CI_MINOR(gpu->minor, gi_id, id), 0444);
+	ci->used = true;
+	ci->slices = slices;
+	return 0;
+}
+
+static int mig_destroy_ci(struct fake_gpu *gpu, unsigned int gi_id, unsigned int id)
+{
+	struct fake_ci *ci;
+
+	if (!gpu->mig_dir)
+		return -EOPNOTSUPP;
+	if (gi_id >= MIG_GIS || id >= MIG_CIS)
+		return -EINVAL;
+	ci = &gpu->gis[gi_id].cis[id];
+	if (!gpu->gis[gi_id].used || !ci->used)
+		return -ENOENT;
+	proc_remove(ci->dir);
+	*ci = (struct fake_ci){};
+	return 0;
+}
+
+/* As NVML's nvmlGpuInstanceDestroy: refused (EBUSY) while it has compute instances. */
+static int mig_destroy_gi(struct fake_gpu *gpu, unsigned int id)
+{
+	unsigned int c;
+
+	if (!gpu->mig_dir)
+		return -EOPNOTSUPP;
+	if (id >= MIG_GIS)
+		return -EINVAL;
+	if (!gpu->gis[id].used)
+		return -ENOENT;
+	for (c = 0; c < MIG_CIS; c++)
+		if (gpu->gis[id].cis[c].used)
+			return -EBUSY;
+	proc_remove(gpu->gis[id].dir);
+	gpu->gis[id] = (struct fake_gi){};
+	return 0;
+}
+
+/*
+ * capabilities/gpu<minor>/mig, as os.c osRmCapRegisterGpu (580.142) makes
+ * for every GPU when RM attaches it (here only with MIG, see README.md),
+ * then mig=N's instances gi1..giN, each with ci0 (no profile recorded:
+ * they overlap, as no real GPU's could).
+ */
 static void add_mig_instances(struct fake_gpu *gpu)
 {
-	struct proc_dir_entry *mig_dir, *gi_dir, *ci_dir;
 	char name[16];
 	unsigned int i;
 
 	snprintf(name, sizeof(name), "gpu%d", gpu->minor);
+	mutex_lock(&mig_lock);
+	clear_instances(gpu);
+	gpu->mig_current = gpu->mig_pending = 1;
 	gpu->caps_dir = proc_mkdir(name, proc_caps);
-	mig_dir = proc_mkdir("mig", gpu->caps_dir);
-	for (i = 1; i <= mig; i++) {
-		snprintf(name, sizeof(name), "gi%u", i);
-		gi_dir = proc_mkdir(name, mig_dir);
-		add_cap(gi_dir, "access", &mig_caps[gpu->minor][i][0],
-			MIG_GI_MINOR(gpu->minor, i), 0444);
-		ci_dir = proc_mkdir("ci0", gi_dir);
-		add_cap(ci_dir, "access", &mig_caps[gpu->minor][i][1],
-			MIG_CI_MINOR(gpu->minor, i, 0), 0444);
-	}
+	gpu->mig_dir = gpu->caps_dir ? proc_mkdir("mig", gpu->caps_dir) : NULL;
+	for (i = 1; i <= mig && gpu->mig_dir; i++)
+		if (mig_create_gi(gpu, i, -1, -1) || mig_create_ci(gpu, i, 0, -1))
+			pr_err("fake-nvidia: gpu %d: cannot create GI %u\n", gpu->minor, i);
+	mutex_unlock(&mig_lock);
 }
+
+/* Every instance's entries go with the GPU's directory. */
+static void remove_mig_instances(struct fake_gpu *gpu)
+{
+	mutex_lock(&mig_lock);
+	proc_remove(gpu->caps_dir);
+	gpu->caps_dir = NULL;
+	gpu->mig_dir = NULL;
+	clear_instances(gpu);
+	mutex_unlock(&mig_lock);
+}
+
+/*
+ * nvidia-test/mig, read: every MIG GPU's mode and instances, one record a
+ * line, in minor order, for the stand-in nvidia-smi (it is the driver's
+ * state, not a real file):
+ *   gpu <minor> mig <current> <pending>
+ *   gi <minor> <gi> [<profile> <start>]
+ *   ci <minor> <gi> <ci> [<slices>]
+ * the bracketed numbers only where the creator gave them.
+ */
+static int mig_show(struct seq_file *m, void *v)
+{
+	struct fake_gpu *gpu;
+	unsigned int g, c;
+	int minor;
+
+	mutex_lock(&mig_lock);
+	mutex_lock(&gpu_lock);
+	for (minor = 0; minor < FAKE_MAX_GPUS; minor++) {
+		gpu = gpu_by_minor(minor);
+		if (!gpu || !gpu->mig_dir)
+			continue;
+		seq_printf(m, "gpu %d mig %d %d\n", minor, gpu->mig_current, gpu->mig_pending);
+		for (g = 0; g < MIG_GIS; g++) {
+			struct fake_gi *gi = &gpu->gis[g];
+
+			if (!gi->used)
+				continue;
+			if (gi->profile >= 0)
+				seq_printf(m, "gi %d %u %d %d\n", minor, g, gi->profile, gi->start);
+			else
+				seq_printf(m, "gi %d %u\n", minor, g);
+			for (c = 0; c < MIG_CIS; c++) {
+				if (!gi->cis[c].used)
+					continue;
+				if (gi->cis[c].slices >= 0)
+					seq_printf(m, "ci %d %u %u %d\n", minor, g, c, gi->cis[c].slices);
+				else
+					seq_printf(m, "ci %d %u %u\n", minor, g, c);
+			}
+		}
+	}
+	mutex_unlock(&gpu_lock);
+	mutex_unlock(&mig_lock);
+	return 0;
+}
+
+/*
+ * One command, as RM's instance creation and destruction would register and
+ * unregister the capabilities:
+ *   create-gi <minor> <gi> [<profile> <start>]   create-ci <minor> <gi> <ci> [<slices>]
+ *   destroy-ci <minor> <gi> <ci>                 destroy-gi <minor> <gi>
+ *   mode <minor> <current> <pending>
+ * ENODEV: no such GPU; EOPNOTSUPP: MIG is off (or the module has no MIG);
+ * EINVAL: an id out of the driver's tables or a malformed line; EEXIST,
+ * ENOENT; EBUSY: a GI with CIs, or a mode change while instances exist
+ * (only a reset, which destroys them, changes the mode of a real GPU).
+ */
+static int mig_command(const char *line)
+{
+	int minor, a, b, c, d, end = -1, ret;
+	struct fake_gpu *gpu;
+	char verb[12];
+	unsigned int g;
+
+	if (sscanf(line, "%11s %d%n", verb, &minor, &end) != 2)
+		return -EINVAL;
+	line += end;
+	a = b = c = d = -1;
+	mutex_lock(&mig_lock);
+	mutex_lock(&gpu_lock);
+	gpu = gpu_by_minor(minor);
+	mutex_unlock(&gpu_lock);
+	ret = -ENODEV;
+	if (!gpu)
+		goto out;
+	ret = -EINVAL;
+	if (!strcmp(verb, "create-gi")) {
+		int n = sscanf(line, "%d %d %d %d", &a, &b, &c, &d);
+
+		if ((n == 1 || n == 3) && a >= 0 && (n == 1 || (b >= 0 && c >= 0)))
+			ret = mig_create_gi(gpu, a, b, c);
+	} else if (!strcmp(verb, "create-ci")) {
+		int n = sscanf(line, "%d %d %d %d", &a, &b, &c, &d);
+
+		if ((n == 2 || n == 3) && a >= 0 && b >= 0 && (n == 2 || c > 0))
+			ret = mig_create_ci(gpu, a, b, c);
+	} else if (!strcmp(verb, "destroy-ci")) {
+		if (sscanf(line, "%d %d %d", &a, &b, &c) == 2 && a >= 0 && b >= 0)
+			ret = mig_destroy_ci(gpu, a, b);
+	} else if (!strcmp(verb, "destroy-gi")) {
+		if (sscanf(line, "%d %d", &a, &b) == 1 && a >= 0)
+			ret = mig_destroy_gi(gpu, a);
+	} else if (!strcmp(verb, "mode")) {
+		if (sscanf(line, "%d %d %d", &a, &b, &c) == 2 && (a == 0 || a == 1) &&
+		    (b == 0 || b == 1)) {
+			ret = gpu->mig_dir ? 0 : -EOPNOTSUPP;
+			for (g = 0; g < MIG_GIS && !ret; g++)
+				if (gpu->gis[g].used && a != gpu->mig_current)
+					ret = -EBUSY;
+			if (!ret) {
+				gpu->mig_current = a;
+				gpu->mig_pending = b;
+			}
+		}
+	}
+out:
+	mutex_unlock(&mig_lock);
+	if (!ret)
+		pr_info("fake-nvidia: mig %s %d%s\n", verb, minor, line);
+	return ret;
+}
+
+/* One command a write (a trailing newline allowed). */
+static ssize_t mig_write(struct file *file, const char __user *ubuf, size_t count, loff_t *ppos)
+{
+	char buf[64];
+	int ret;
+
+	if (count == 0 || count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	if (strchr(strim(buf), '\n'))
+		return -EINVAL;
+	ret = mig_command(strim(buf));
+	return ret ? ret : count;
+}
+
+static int mig_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, mig_show, NULL);
+}
+
+static const struct proc_ops mig_ops = {
+	.proc_open = mig_open,
+	.proc_read = seq_read,
+	.proc_write = mig_write,
+	.proc_lseek = seq_lseek,
+	.proc_release = single_release,
+};
 
 static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
@@ -943,7 +1252,7 @@ static int nv_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		proc_create_single_data("registry", 0644, gpu->proc_dir, registry_show, gpu);
 		proc_create_single_data("power", 0444, gpu->proc_dir, power_show, gpu);
 	}
-	if (mig && gpu->minor < MIG_GPUS)
+	if ((mig || mig_on) && gpu->minor < MIG_GPUS)
 		add_mig_instances(gpu);
 	pci_set_drvdata(pdev, gpu);
 	dev_info(&pdev->dev, "fake-nvidia: bound as minor %d%s\n", gpu->minor,
@@ -1019,8 +1328,7 @@ static void nv_remove(struct pci_dev *pdev)
 	while (!wait_event_timeout(gpu->state_wq, gpu_released(gpu), msecs_to_jiffies(500)))
 		;
 	proc_remove(gpu->proc_dir);
-	proc_remove(gpu->caps_dir);
-	gpu->caps_dir = NULL;
+	remove_mig_instances(gpu);
 	mutex_lock(&gpu_lock);
 	gpu->pdev = NULL;
 	gpu->proc_dir = NULL;
@@ -1169,7 +1477,8 @@ static int __init nv_init(void)
 	proc_create_single("version", 0444, proc_nvidia, version_show);
 	proc_create_single("counters", 0444, proc_test, counters_show);
 	proc_create("lose", 0200, proc_test, &lose_ops);
-	if (mig) {
+	proc_create("mig", 0600, proc_test, &mig_ops);
+	if (mig || mig_on) {
 		struct proc_dir_entry *mig_dir;
 
 		proc_caps = proc_mkdir("capabilities", proc_nvidia);

@@ -36,14 +36,16 @@ Result<LeaseRelease> release(const Sysroot& root, std::string_view key, Diagnost
 // under the root.
 struct GresCommand {
     GresTypeStyle style = GresTypeStyle::Autodetect;
-    std::string type_map; // "" none
-    std::string check;    // "" none
-    std::string node;     // NodeName, for --check's records
+    std::string type_map;         // "" none
+    std::string check;            // "" none
+    bool check_if_exists = false; // a `check` file that is not there is not checked
+    std::string node;             // NodeName, for --check's records
     std::string smi_output;
 };
 struct GresOutcome {
     GresPlan plan;
     std::optional<std::vector<GresFinding>> findings; // with `check`
+    bool check_skipped = false;                       // check_if_exists, and the file is not there
 };
 Result<GresOutcome> gres(const Sysroot& root, const GresCommand& command, Diagnostics& diagnostics);
 

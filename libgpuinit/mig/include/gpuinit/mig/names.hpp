@@ -10,6 +10,7 @@
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/mig/instances.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -153,9 +154,48 @@ struct SmiComputeInstance {
 Result<std::vector<SmiComputeInstance>> parse_nvidia_smi_lci(std::string_view text,
                                                              std::string_view source);
 
+// `nvidia-smi mig -lgipp`: each GPU-instance profile's possible
+// placements, as starts and a size in memory slices:
+//   GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1
+//   GPU  0 Profile ID  5 Placement : {0}:4
+struct SmiPlacements {
+    unsigned gpu_index = 0;
+    unsigned profile_id = 0;
+    std::vector<unsigned> starts;
+    unsigned size = 0;
+    size_t line = 0;
+};
+Result<std::vector<SmiPlacements>> parse_nvidia_smi_lgipp(std::string_view text,
+                                                          std::string_view source);
+
+// `nvidia-smi mig -lgip`: each GPU's GPU-instance profiles, name and id,
+// with how many more of each fit now (Free) and on the empty GPU (Total):
+//   |   0  MIG 1g.10gb         19     7/7        9.75       No     16     1     0   |
+//   |                                                               1     1     0   |
+// The second line of a row (CE, JPEG, OFA) is checked and not kept. Profile
+// ids differ between GPU models (1g.10gb is 19 on an H100, 1g.5gb on an
+// A100), so a name is turned into an id per GPU, never by a fixed table.
+struct SmiGiProfile {
+    unsigned gpu_index = 0;
+    std::string profile; // "1g.10gb+me"
+    unsigned profile_id = 0;
+    unsigned free = 0;
+    unsigned total = 0;
+    size_t line = 0;
+};
+Result<std::vector<SmiGiProfile>> parse_nvidia_smi_lgip(std::string_view text,
+                                                        std::string_view source);
+// The row of `profile` on GPU `gpu_index`, or null.
+const SmiGiProfile* find_gi_profile(const std::vector<SmiGiProfile>& rows, unsigned gpu_index,
+                                    std::string_view profile);
+
 // `nvidia-smi -q -x`, only what joins a MIG device index to its GI and CI:
 // per <gpu>, <uuid>, <minor_number>, <product_name> and
-// <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>.
+// <mig_devices><mig_device><index>, <gpu_instance_id>, <compute_instance_id>;
+// and what gpu-mig apply needs: <mig_mode><current_mig>, <pending_mig>
+// ("Enabled", "Disabled"; "N/A" on a GPU without MIG), <pci><pci_bus_id>
+// ("00000000:17:00.0") and the <processes><process_info><pid> of the
+// processes on the GPU. The <gpu>s come in nvidia-smi's index order.
 // Read line by line as nvidia-smi writes it (one element per line).
 struct SmiQueryMig {
     unsigned index = 0;
@@ -163,15 +203,31 @@ struct SmiQueryMig {
     unsigned ci = 0;
     size_t line = 0;
 };
+inline constexpr int kSmiProcessNameCode = EBADMSG;
 struct SmiQueryGpu {
     std::string uuid;
     std::optional<unsigned> minor;
     std::string name;
     size_t line = 0;
     std::vector<SmiQueryMig> migs;
+    std::string bdf;                 // canonical: "0000:17:00.0"; empty: not given
+    std::optional<bool> mig_current; // nullopt: N/A or not given
+    std::optional<bool> mig_pending;
+    bool mig_not_supported = false; // <current_mig> is N/A: a GPU without MIG
+    std::vector<unsigned> pids;
+    // (GI, CI) of each process whose <gpu_instance_id> and
+    // <compute_instance_id> are given (not N/A).
+    std::vector<std::pair<unsigned, unsigned>> process_instances;
 };
-Result<std::vector<SmiQueryGpu>> parse_nvidia_smi_query_xml(std::string_view text,
-                                                            std::string_view source);
+// A process's <process_name> is text its user chooses, which nvidia-smi
+// prints unescaped: on its line it is only a name; spread over lines, the
+// output is refused with code kSmiProcessNameCode. No two <gpu>s are the same GPU (UUID, PCI
+// address, minor). `attached`, when given, gets <attached_gpus>, read only before the first <gpu>,
+// where no text a user chooses comes: a caller that ran -q -x for every GPU checks that as many
+// <gpu>s came.
+Result<std::vector<SmiQueryGpu>>
+parse_nvidia_smi_query_xml(std::string_view text, std::string_view source,
+                           std::optional<unsigned>* attached = nullptr);
 
 // The texts of one machine; an absent one is nullopt. `*_source` name them
 // in messages.

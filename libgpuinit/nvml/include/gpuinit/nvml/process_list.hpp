@@ -1,5 +1,6 @@
-// NVML's list of the processes with a compute context on a device, read
-// without trusting the layout the driver writes.
+// NVML's list of the processes with a compute context on a device (or,
+// with ProcessKind::Graphics, a graphics one), read without trusting the
+// layout the driver writes.
 //
 // nvml.h declares the entries nvmlDeviceGetComputeRunningProcesses_v3 fills
 // as nvmlProcessInfo_t, 24 bytes, but R535 drivers (535.54.03 among them)
@@ -37,8 +38,11 @@ struct ProcessRow {
 // The calls, in the order they are tried: the versioned one first.
 enum class ProcessCall : uint8_t { DetailList, V3, V2, V1 };
 inline constexpr size_t kProcessCalls = 4;
+// Compute contexts (nvidia-smi's C) or graphics ones (G): the same calls
+// with Graphics for Compute in their names, and the DetailList's mode.
+enum class ProcessKind : uint8_t { Compute, Graphics };
 // Its ABI name ("nvmlDeviceGetComputeRunningProcesses_v3").
-const char* call_name(ProcessCall call);
+const char* call_name(ProcessCall call, ProcessKind kind = ProcessKind::Compute);
 
 struct ProcessListing {
     enum class Status : uint8_t {
@@ -68,7 +72,10 @@ bool pid_alive(uint32_t pid);
 class ProcessLister {
   public:
     using Alive = std::function<bool(uint32_t pid)>;
-    explicit ProcessLister(const Functions& functions, Alive alive = pid_alive);
+    explicit ProcessLister(const Functions& functions, Alive alive = pid_alive,
+                           ProcessKind kind = ProcessKind::Compute);
+    // Whether this driver has any call of this kind at all.
+    bool available() const;
 
     ProcessListing list(nvmlDevice_t device);
 
@@ -91,6 +98,7 @@ class ProcessLister {
 
     const Functions& functions_;
     Alive alive_;
+    ProcessKind kind_;
     std::array<CallState, kProcessCalls> state_{};
     std::vector<unsigned char> buffer_;
 };

@@ -22,6 +22,12 @@ struct ClientReply {
 Result<ClientReply> persist_request(const Sysroot& root, const ControlRequest& request,
                                     int timeout_ms);
 
+// Around a GPU reset (gpu-mig apply --reset-if-needed): the daemon lets
+// `gpu` go if it holds it (true), and is asked to take it back afterwards.
+// No daemon running: false. A GPU the admin disabled stays disabled.
+Result<bool> persist_release_for_reset(const Sysroot& root, const GpuIdentity& gpu);
+Status persist_hold_after_reset(const Sysroot& root, const GpuIdentity& gpu);
+
 // One persistence RPC call on <root>/run/nvidia-persistenced/socket.
 Result<RpcReply> persistence_rpc_get(const Sysroot& root, const NvPciDevice& device);
 Result<RpcReply> persistence_rpc_set(const Sysroot& root, const NvPciDevice& device, bool enable);
