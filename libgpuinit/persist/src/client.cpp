@@ -199,7 +199,6 @@ Result<RpcReply> persistence_rpc_set(const Sysroot& root, const NvPciDevice& dev
     return rpc_call(root, encode_set_mode_call(xid, 1, device, enable), false, xid);
 }
 
-
 namespace {
 
 constexpr int kResetRequestTimeoutMs = 10000;

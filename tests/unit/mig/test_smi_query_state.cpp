@@ -48,8 +48,7 @@ TEST(SmiQueryState, ReadsTheProcessesOnEachGpu) {
     EXPECT_EQ((*gpus)[1].mig_current, true);
     EXPECT_EQ((*gpus)[1].pids, (std::vector<unsigned>{4242}));
     // On its first instance, GI 7 CI 0; off MIG the ids are N/A.
-    EXPECT_EQ((*gpus)[1].process_instances,
-              (std::vector<std::pair<unsigned, unsigned>>{{7, 0}}));
+    EXPECT_EQ((*gpus)[1].process_instances, (std::vector<std::pair<unsigned, unsigned>>{{7, 0}}));
     EXPECT_TRUE((*gpus)[0].process_instances.empty());
 }
 
