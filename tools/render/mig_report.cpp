@@ -225,12 +225,11 @@ Rendered render_mig_sync_text(const MigSyncReport& report, const Diagnostics& di
     return rendered;
 }
 
-std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome& nodes,
-                                 const MknodReportContext& nodes_context,
-                                 const Diagnostics& diagnostics, int exit_code) {
-    JsonWriter json;
-    json.begin_object();
-    json.key("exit_code").value(exit_code);
+namespace {
+
+// What sync did after the nodes, as fields of the object being written.
+void write_sync_fields(JsonWriter& json, const MigSyncReport& report, const MknodOutcome& nodes,
+                       const MknodReportContext& nodes_context) {
     json.key("nodes");
     write_mknod_json(json, nodes, nodes_context);
     json.key("lease_dir").value(report.lease_dir);
@@ -251,6 +250,17 @@ std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome
         json.end_object();
     }
     json.end_array();
+}
+
+} // namespace
+
+std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome& nodes,
+                                 const MknodReportContext& nodes_context,
+                                 const Diagnostics& diagnostics, int exit_code) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("exit_code").value(exit_code);
+    write_sync_fields(json, report, nodes, nodes_context);
     return finished(json, diagnostics);
 }
 
@@ -277,26 +287,10 @@ Rendered render_sync_outcome_text(const mig::SyncOutcome& outcome,
 void write_sync_outcome_json(JsonWriter& json, const mig::SyncOutcome& outcome,
                              const MknodReportContext& context) {
     json.begin_object();
-    json.key("nodes");
-    write_mknod_json(json, outcome.nodes, context);
-    json.key("lease_dir").value(outcome.lease_dir);
-    json.key("created");
-    list_names(json, outcome.leases.created);
-    json.key("repaired");
-    list_names(json, outcome.leases.repaired);
-    json.key("removed");
-    list_names(json, outcome.leases.removed);
-    json.key("kept").value(static_cast<uint64_t>(outcome.leases.kept));
-    json.key("names_source").value(outcome.view.names_source);
-    json.key("instances").begin_array();
-    for (const MigInstance& instance : outcome.view.instances) {
-        json.begin_object();
-        json.key("key").value(instance.key());
-        json.key("profile").value(instance.profile);
-        json.key("uuid").value(instance.uuid);
-        json.end_object();
-    }
-    json.end_array();
+    write_sync_fields(
+        json,
+        {outcome.leases, outcome.lease_dir, outcome.view.instances, outcome.view.names_source},
+        outcome.nodes, context);
     Diagnostics all = outcome.diagnostics;
     if (outcome.failure) {
         all.add(*outcome.failure);
