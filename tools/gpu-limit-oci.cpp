@@ -253,6 +253,6 @@ int limit_runtime_main(int argc, char** argv) {
 
 const Command kLimitRuntimeCommand = {"limit-runtime", "gpu-limit-runtime", limit_runtime_main,
                                       "gpu-limit runtime by its own name (containerd, Kubernetes)",
-                                      kLimitCannotRun};
+                                      kLimitCannotRun, nullptr};
 
 } // namespace gpuinit::tools

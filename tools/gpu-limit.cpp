@@ -156,6 +156,11 @@ int run_status(const CommonOptions& common, const std::optional<std::string>& gr
     return code;
 }
 
+// The daemon reads the GPUs' processes through NVML.
+bool uses_nvml(int argc, char** argv) {
+    return argc >= 2 && std::strcmp(argv[1], "daemon") == 0;
+}
+
 int run(int argc, char** argv) {
     // The host-side commands have option sets of their own (the runtime
     // shim's are runc's): hand them the rest of the command line untouched.
@@ -267,6 +272,6 @@ int run(int argc, char** argv) {
 
 const Command kLimitCommand = {"limit", "gpu-limit", run,
                                "run a job under GPU memory caps; show groups' caps and usage",
-                               kLimitCannotRun};
+                               kLimitCannotRun, uses_nvml};
 
 } // namespace gpuinit::tools

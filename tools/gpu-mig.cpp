@@ -356,6 +356,18 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     return kMigOk;
 }
 
+// apply drives MIG through NVML (else nvidia-smi), and sync names the
+// instances from it (else nvidia-smi). The per-job commands (pick, env) read
+// what sync wrote and stay in this process.
+bool uses_nvml(int argc, char** argv) {
+    for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+        if (std::strcmp(argv[i], "apply") == 0 || std::strcmp(argv[i], "sync") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int run(int argc, char** argv) {
     enum {
         kOptHold = 256,
@@ -588,6 +600,6 @@ int run(int argc, char** argv) {
 
 const Command kMigCommand = {"mig", "gpu-mig", run,
                              "MIG cap nodes, leases, free-instance picks, gres.conf, job env",
-                             kMigCannotRun};
+                             kMigCannotRun, uses_nvml};
 
 } // namespace gpuinit::tools

@@ -144,6 +144,6 @@ int run(int argc, char** argv) {
 
 const Command kMknodCommand = {"mknod", "gpu-mknod", run,
                                "create or repair /dev/nvidia* with per-GPU groups",
-                               kMknodNothingDone};
+                               kMknodNothingDone, nullptr};
 
 } // namespace gpuinit::tools

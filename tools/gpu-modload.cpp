@@ -200,6 +200,6 @@ int run(int argc, char** argv) {
 
 const Command kModloadCommand = {"modload", "gpu-modload", run,
                                  "load the NVIDIA modules with their NVreg options; --check them",
-                                 kModloadOtherError};
+                                 kModloadOtherError, nullptr};
 
 } // namespace gpuinit::tools

@@ -238,6 +238,6 @@ int run(int argc, char** argv) {
 
 const Command kPersistCommand = {"persist", "gpu-persist", run,
                                  "hold GPUs open so the driver keeps them initialized",
-                                 kPersistCannotStart};
+                                 kPersistCannotStart, nullptr};
 
 } // namespace gpuinit::tools

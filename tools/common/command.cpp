@@ -3,9 +3,39 @@
 #include "gpuinit/base/process.hpp"
 #include "gpuinit/base/text.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace gpuinit::tools {
+
+namespace {
+
+#if !GPUINIT_DLOPEN_NVML
+// Returns only when the helper did not run: there is none (nothing said),
+// it is turned off, or it is not root's alone or failed to start (a warning;
+// the command then runs here without NVML, as without a helper).
+void exec_nvml_helper(const Command& command, char** argv) {
+    const char* helper = std::getenv("GPUINIT_NVML_HELPER");
+    if (helper == nullptr || *helper == '\0') {
+        helper = GPUINIT_NVML_HELPER;
+    }
+    if (std::strcmp(helper, "none") == 0) {
+        return;
+    }
+    auto ran = exec_trusted_program(helper, argv);
+    if (ran.error().code == ENOENT) {
+        return;
+    }
+    std::string line = std::string(command.program) +
+                       ": warning: NVML helper not used, going on without NVML: " +
+                       printable(ran.error().message) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+}
+#endif
+
+} // namespace
 
 int run_command(const Command& command, int argc, char** argv) {
     if (auto refused = refuse_elevated_start(command.program); !refused) {
@@ -15,6 +45,11 @@ int run_command(const Command& command, int argc, char** argv) {
         return command.cannot_run_exit;
     }
     argv[0] = const_cast<char*>(command.program);
+#if !GPUINIT_DLOPEN_NVML
+    if (command.uses_nvml != nullptr && command.uses_nvml(argc, argv)) {
+        exec_nvml_helper(command, argv);
+    }
+#endif
     return command.run(argc, argv);
 }
 

@@ -14,6 +14,10 @@ struct Command {
     int (*run)(int argc, char** argv);
     const char* summary; // one line, for `gpuinit --help`
     int cannot_run_exit; // the tool's exit code for "refused to start"
+    // Whether this command line uses NVML. The static build cannot load it;
+    // run_command then execs the dynamic build installed beside it
+    // (gpuinit-nvml) when there is one. nullptr: never.
+    bool (*uses_nvml)(int argc, char** argv);
 };
 
 extern const Command kMknodCommand;
@@ -35,7 +39,11 @@ const Command* find_command(std::string_view name);
 const Command* find_program(std::string_view program);
 
 // Runs `command` after the checks every tool makes before it starts (it
-// refuses to run setuid or setgid).
+// refuses to run setuid or setgid). In the static build, a command line
+// that uses NVML is handed to the NVML helper (GPUINIT_NVML_HELPER, or the
+// environment's GPUINIT_NVML_HELPER; "none" turns it off) when it exists
+// and only root can change it; without one the command runs here, without
+// NVML.
 int run_command(const Command& command, int argc, char** argv);
 
 } // namespace gpuinit::tools

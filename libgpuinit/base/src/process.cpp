@@ -1,9 +1,17 @@
 #include "gpuinit/base/process.hpp"
 
+#include "gpuinit/base/text.hpp"
+#include "gpuinit/base/unique_fd.hpp"
+
 #include <cerrno>
+#include <fcntl.h>
 #include <string>
 #include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+extern char** environ;
 
 namespace gpuinit {
 
@@ -21,6 +29,49 @@ Status refuse_elevated_start(const char* program) {
                      EPERM);
     }
     return {};
+}
+
+namespace {
+
+// Root's alone: owned by root, and no write bit for group or others.
+bool roots_alone(const struct stat& st) {
+    return st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+} // namespace
+
+Status exec_trusted_program(const std::string& path, char* const* argv) {
+    size_t slash = path.rfind('/');
+    if (path.empty() || path.front() != '/' || slash + 1 == path.size()) {
+        return error("cannot run " + quote(path) + ": not an absolute file name", EINVAL);
+    }
+    std::string directory = slash == 0 ? "/" : path.substr(0, slash);
+    std::string name = path.substr(slash + 1);
+    UniqueFd dir(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) {
+        return os_error(errno, "cannot open " + quote(directory));
+    }
+    UniqueFd file(::openat(dir.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!file) {
+        if (errno == ELOOP) {
+            return error(quote(path) + " is a symbolic link: not run", EPERM);
+        }
+        return os_error(errno, "cannot open " + quote(path));
+    }
+    struct stat dir_st {};
+    struct stat file_st {};
+    if (::fstat(dir.get(), &dir_st) != 0 || ::fstat(file.get(), &file_st) != 0) {
+        return os_error(errno, "cannot stat " + quote(path));
+    }
+    if (!S_ISREG(file_st.st_mode) || !roots_alone(file_st) || !roots_alone(dir_st)) {
+        return error(quote(path) +
+                         " is not root's alone (a regular file owned by root, in a directory of "
+                         "root's, neither writable by group or others): not run; fix its owner "
+                         "and mode (chown root:root, chmod go-w)",
+                     EPERM);
+    }
+    ::syscall(SYS_execveat, file.get(), "", argv, environ, AT_EMPTY_PATH);
+    return os_error(errno, "cannot run " + quote(path));
 }
 
 } // namespace gpuinit
