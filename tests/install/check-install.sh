@@ -48,6 +48,7 @@ expected=(
   "f 644 /usr/share/man/man8/gpu-persist.8"
   "f 644 /usr/share/man/man8/gpu-restriction.8"
   "f 644 /usr/share/man/man8/gpuinit.8"
+  "f 644 /usr/share/bash-completion/completions/gpuinit"
 )
 # The interposer gpu-limit run preloads: a shared object, so dynamic builds
 # only; 0644 as Debian policy wants shared libraries (it is mapped, never run).
@@ -55,6 +56,7 @@ if [[ $variant == dynamic ]]; then
   expected+=("f 644 /usr/$libdir/gpuinit/libgpulimit.so")
 fi
 for tool in "${tools[@]}"; do
+  expected+=("l 777 /usr/share/bash-completion/completions/$tool -> gpuinit")
   if [[ $variant == static ]]; then
     expected+=("l 777 /usr/sbin/$tool -> gpuinit")
   else
