@@ -251,8 +251,9 @@ int limit_runtime_main(int argc, char** argv) {
     return *code;
 }
 
-const Command kLimitRuntimeCommand = {"limit-runtime", "gpu-limit-runtime", limit_runtime_main,
-                                      "gpu-limit runtime by its own name (containerd, Kubernetes)",
-                                      kLimitCannotRun, nullptr};
+const Command kLimitRuntimeCommand = {
+    "limit-runtime",    "gpu-limit-runtime",
+    limit_runtime_main, "gpu-limit runtime by its own name (containerd, Kubernetes)",
+    kLimitCannotRun,    nullptr};
 
 } // namespace gpuinit::tools

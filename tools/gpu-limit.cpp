@@ -270,8 +270,11 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-const Command kLimitCommand = {"limit", "gpu-limit", run,
+const Command kLimitCommand = {"limit",
+                               "gpu-limit",
+                               run,
                                "run a job under GPU memory caps; show groups' caps and usage",
-                               kLimitCannotRun, uses_nvml};
+                               kLimitCannotRun,
+                               uses_nvml};
 
 } // namespace gpuinit::tools

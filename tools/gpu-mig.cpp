@@ -598,8 +598,8 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-const Command kMigCommand = {"mig", "gpu-mig", run,
-                             "MIG cap nodes, leases, free-instance picks, gres.conf, job env",
-                             kMigCannotRun, uses_nvml};
+const Command kMigCommand = {
+    "mig",         "gpu-mig", run, "MIG cap nodes, leases, free-instance picks, gres.conf, job env",
+    kMigCannotRun, uses_nvml};
 
 } // namespace gpuinit::tools

@@ -142,8 +142,8 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-const Command kMknodCommand = {"mknod", "gpu-mknod", run,
-                               "create or repair /dev/nvidia* with per-GPU groups",
-                               kMknodNothingDone, nullptr};
+const Command kMknodCommand = {
+    "mknod",           "gpu-mknod", run, "create or repair /dev/nvidia* with per-GPU groups",
+    kMknodNothingDone, nullptr};
 
 } // namespace gpuinit::tools

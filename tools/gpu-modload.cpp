@@ -198,8 +198,11 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-const Command kModloadCommand = {"modload", "gpu-modload", run,
+const Command kModloadCommand = {"modload",
+                                 "gpu-modload",
+                                 run,
                                  "load the NVIDIA modules with their NVreg options; --check them",
-                                 kModloadOtherError, nullptr};
+                                 kModloadOtherError,
+                                 nullptr};
 
 } // namespace gpuinit::tools

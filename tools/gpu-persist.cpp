@@ -236,8 +236,8 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-const Command kPersistCommand = {"persist", "gpu-persist", run,
-                                 "hold GPUs open so the driver keeps them initialized",
-                                 kPersistCannotStart, nullptr};
+const Command kPersistCommand = {
+    "persist",           "gpu-persist", run, "hold GPUs open so the driver keeps them initialized",
+    kPersistCannotStart, nullptr};
 
 } // namespace gpuinit::tools

@@ -48,11 +48,11 @@ Status exec_trusted_program(const std::string& path, char* const* argv) {
     std::string directory = slash == 0 ? "/" : path.substr(0, slash);
     std::string name = path.substr(slash + 1);
     UniqueFd dir(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) {
+    if (!dir.valid()) {
         return os_error(errno, "cannot open " + quote(directory));
     }
     UniqueFd file(::openat(dir.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-    if (!file) {
+    if (!file.valid()) {
         if (errno == ELOOP) {
             return error(quote(path) + " is a symbolic link: not run", EPERM);
         }
