@@ -57,14 +57,33 @@ if dpkg-deb -f "$tools" Conflicts Breaks | grep -q nvidia; then
   fail "a package-level Conflicts/Breaks with NVIDIA's packages"
 fi
 
-# An upgrade never stops or restarts gpu-persist or gpu-mig: no maintainer
-# script names them in a stop, restart or try-restart.
-for script in prerm postinst preinst postrm; do
-  [[ -f $work/tools-control/$script ]] || continue
-  if grep -E '(stop|restart).*gpu-(persist|mig)\.service|gpu-(persist|mig)\.service.*(stop|restart)' \
-    "$work/tools-control/$script"; then
-    fail "$script stops or restarts gpu-persist or gpu-mig"
-  fi
+# The maintainer scripts, run for an upgrade and for a removal with every
+# service manager call recorded (stubs first on PATH, /run/systemd/system
+# present in a mount namespace of their own): an upgrade never stops or
+# restarts gpu-persist or gpu-mig; a removal stops gpu-persist, never gpu-mig.
+stubs=$work/stubs
+mkdir -p "$stubs"
+for stub in deb-systemd-invoke deb-systemd-helper invoke-rc.d update-rc.d systemctl udevadm \
+  systemd-sysusers useradd getent update-initramfs; do
+  printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 0\n' "$stub" "$work/calls" >"$stubs/$stub"
+  chmod 755 "$stubs/$stub"
 done
-grep -q 'gpu-restriction' "$work/tools-control/postinst" || fail "postinst does not register the SysV script"
+run_scripts() { # run_scripts LABEL SCRIPT ARGS... [; SCRIPT ARGS...]
+  : >"$work/calls"
+  unshare -m sh -c 'mount -t tmpfs none /run && mkdir -p /run/systemd/system && shift && eval "$0"' \
+    "$1" _ >/dev/null 2>&1 || fail "the maintainer scripts failed: $1"
+}
+control=$work/tools-control
+run_scripts "PATH=$stubs:\$PATH; $control/prerm upgrade 0.1.0+new && $control/preinst upgrade 0.1.0 && $control/postinst configure 0.1.0"
+if grep -E '(stop|restart|try-restart|reload).*gpu-(persist|mig)' "$work/calls"; then
+  fail "an upgrade stops or restarts gpu-persist or gpu-mig (calls above)"
+fi
+grep -q 'update-rc.d gpu-restriction defaults-disabled' "$work/calls" ||
+  fail "postinst does not register the SysV script disabled: $(cat "$work/calls")"
+run_scripts "PATH=$stubs:\$PATH; $control/prerm remove"
+grep -q 'deb-systemd-invoke stop gpu-persist.service' "$work/calls" ||
+  fail "a removal does not stop gpu-persist: $(cat "$work/calls")"
+if grep -E 'stop.*gpu-mig' "$work/calls"; then
+  fail "a removal stops gpu-mig.service, and with it slurmd"
+fi
 echo "PASS: package contents"
