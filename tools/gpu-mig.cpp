@@ -356,16 +356,9 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     return kMigOk;
 }
 
-// apply drives MIG through NVML (else nvidia-smi), and sync names the
-// instances from it (else nvidia-smi). The per-job commands (pick, env) read
-// what sync wrote and stay in this process.
+// apply and sync use NVML (else nvidia-smi); pick and env read sync's files.
 bool uses_nvml(int argc, char** argv) {
-    for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-        if (std::strcmp(argv[i], "apply") == 0 || std::strcmp(argv[i], "sync") == 0) {
-            return true;
-        }
-    }
-    return false;
+    return names_word(argc, argv, {"apply", "sync"});
 }
 
 int run(int argc, char** argv) {
