@@ -111,9 +111,10 @@ Result<std::unique_ptr<MigControl>> open_nvml_mig_control(Diagnostics& diagnosti
                                                           MigControl* reset_through) {
     (void)diagnostics;
     (void)reset_through;
-    return error("this static build does not load " + library +
-                     " (NVML): gpu-mig apply uses nvidia-smi; the dynamic build uses NVML",
-                 ENOTSUP);
+    return error(
+        "this static build does not load " + library +
+            " (NVML): gpu-mig apply uses nvidia-smi; the NVML helper (gpuinit(8)) uses NVML",
+        ENOTSUP);
 }
 
 #else

@@ -280,7 +280,8 @@ void apply_mig_names(std::vector<MigInstance>& instances, const MigNames& names,
         diagnostics.warning(
             "MIG instances unknown to " + source + ": " + what +
             ". These stay unknown (never guessed). Give them with the driver's NVML "
-            "(libnvidia-ml.so.1, dynamic build) or saved nvidia-smi output: --nvidia-smi-output "
+            "(libnvidia-ml.so.1; the static tools through the NVML helper) or saved nvidia-smi "
+            "output: --nvidia-smi-output "
             "DIR with L.txt (nvidia-smi -L), q.xml (nvidia-smi -q -x, for UUIDs) and "
             "mig-lci.txt (nvidia-smi mig -lci, as root, for profiles), taken after the last "
             "MIG change");

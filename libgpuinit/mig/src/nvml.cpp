@@ -42,7 +42,7 @@ Result<MigNames> mig_names_from_nvml(Diagnostics& diagnostics, const std::string
         (void)diagnostics;
         return error("this static build does not load " + library +
                      " (NVML): give the names as nvidia-smi output (--nvidia-smi-output DIR), "
-                     "or use the dynamic build");
+                     "or install the NVML helper (gpuinit(8))");
     }
     auto opened = nvml::Library::open(library);
     if (!opened) {

@@ -27,7 +27,8 @@ std::string Library::missing(std::initializer_list<const char*> names) const {
 #if !GPUINIT_DLOPEN_NVML
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& library) {
-    return error("this static build does not load " + library + " (NVML); use the dynamic build");
+    return error("this static build does not load " + library +
+                 " (NVML); install the NVML helper, gpuinit-nvml (gpuinit(8))");
 }
 
 Library::~Library() = default;
