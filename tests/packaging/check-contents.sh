@@ -78,8 +78,8 @@ run_scripts "PATH=$stubs:\$PATH; $control/prerm upgrade 0.1.0+new && $control/pr
 if grep -E '(stop|restart|try-restart|reload).*gpu-(persist|mig)' "$work/calls"; then
   fail "an upgrade stops or restarts gpu-persist or gpu-mig (calls above)"
 fi
-grep -q 'update-rc.d gpu-restriction defaults-disabled' "$work/calls" ||
-  fail "postinst does not register the SysV script disabled: $(cat "$work/calls")"
+grep -q 'deb-systemd-invoke restart gpu-limit-daemon.service gpu-restriction.service' "$work/calls" ||
+  fail "an upgrade does not restart gpu-limit-daemon and gpu-restriction: $(cat "$work/calls")"
 run_scripts "PATH=$stubs:\$PATH; $control/prerm remove"
 grep -q 'deb-systemd-invoke stop gpu-persist.service' "$work/calls" ||
   fail "a removal does not stop gpu-persist: $(cat "$work/calls")"
