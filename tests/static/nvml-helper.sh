@@ -76,4 +76,17 @@ chmod 755 "$work/libexec"
 ln -s "$helper" "$work/libexec/link"
 untrusted "$work/libexec/link" "a symbolic link"
 run 42 "$work/bin/gpu-mig" sync
+
+# A helper that is a static build itself (a copy of this one) runs the
+# command once, instead of handing it on to a helper again, forever.
+static_helper=$work/libexec/static-gpuinit
+cp "$gpuinit" "$static_helper"
+chmod 755 "$static_helper"
+status=0
+out=$(timeout 20 env -i GPUINIT_NVML_HELPER="$static_helper" "$work/bin/gpu-mig" sync \
+  --root "$work/none" 2>&1) || status=$?
+[[ $status != 124 ]] || fail "a static helper exec'd itself in a loop"
+[[ $status == 3 && $out == "gpu-mig: error: root $work/none:"* ]] ||
+  fail "a static helper: exit $status: $out"
+
 echo "PASS: nvml-helper"

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+extern char** environ;
 
 namespace gpuinit::tools {
 
@@ -24,7 +27,18 @@ void exec_nvml_helper(const Command& command, char** argv) {
     if (std::strcmp(helper, "none") == 0) {
         return;
     }
-    auto ran = exec_trusted_program(helper, argv);
+    // The helper is told to use none itself: a helper that is a static
+    // build (or names this one again) would otherwise exec in a loop and
+    // never run the command.
+    std::vector<char*> environment;
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+        if (std::strncmp(*entry, "GPUINIT_NVML_HELPER=", 20) != 0) {
+            environment.push_back(*entry);
+        }
+    }
+    environment.push_back(const_cast<char*>("GPUINIT_NVML_HELPER=none"));
+    environment.push_back(nullptr);
+    auto ran = exec_trusted_program(helper, argv, environment.data());
     if (ran.error().code == ENOENT) {
         return;
     }

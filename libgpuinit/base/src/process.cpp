@@ -11,8 +11,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-extern char** environ;
-
 namespace gpuinit {
 
 Status refuse_elevated_start(const char* program) {
@@ -40,7 +38,7 @@ bool roots_alone(const struct stat& st) {
 
 } // namespace
 
-Status exec_trusted_program(const std::string& path, char* const* argv) {
+Status exec_trusted_program(const std::string& path, char* const* argv, char* const* envp) {
     size_t slash = path.rfind('/');
     if (path.empty() || path.front() != '/' || slash + 1 == path.size()) {
         return error("cannot run " + quote(path) + ": not an absolute file name", EINVAL);
@@ -70,7 +68,7 @@ Status exec_trusted_program(const std::string& path, char* const* argv) {
                          "and mode (chown root:root, chmod go-w)",
                      EPERM);
     }
-    ::syscall(SYS_execveat, file.get(), "", argv, environ, AT_EMPTY_PATH);
+    ::syscall(SYS_execveat, file.get(), "", argv, envp, AT_EMPTY_PATH);
     return os_error(errno, "cannot run " + quote(path));
 }
 

@@ -13,12 +13,12 @@ namespace gpuinit {
 Status refuse_elevated_start(const char* program);
 
 // Replaces this process with the program at the absolute `path`, given
-// `argv`, when only root can change it: a regular file (not a symlink)
-// owned by root and writable by no one else, in a directory with the same
-// properties. The file is opened once and that open is executed, so it
+// `argv` and the environment `envp`, when only root can change it: a
+// regular file (not a symlink) owned by root and writable by no one else,
+// in a directory with the same properties. The file is opened once and that open is executed, so it
 // cannot be swapped between the check and the exec. Returns only on
 // failure: ENOENT when there is no such file or directory, EPERM when it is
 // not root's alone, the exec's errno otherwise.
-Status exec_trusted_program(const std::string& path, char* const* argv);
+Status exec_trusted_program(const std::string& path, char* const* argv, char* const* envp);
 
 } // namespace gpuinit
