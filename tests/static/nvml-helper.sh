@@ -89,4 +89,34 @@ out=$(timeout 20 env -i GPUINIT_NVML_HELPER="$static_helper" "$work/bin/gpu-mig"
 [[ $status == 3 && $out == "gpu-mig: error: root $work/none:"* ]] ||
   fail "a static helper: exit $status: $out"
 
+# The helper runs under the tool's name (/proc/PID/comm), which the SysV
+# script's pid check, ps and pidof read, not under the name the kernel gives
+# an exec through a descriptor (the descriptor's number, or gpuinit-nvml).
+# comm-of runs a command and prints the comm of its zombie.
+cat >"$work/comm-of.c" <<'C'
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+    (void)argc;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[1], argv + 1);
+        _exit(127);
+    }
+    siginfo_t info;
+    if (pid < 0 || waitid(P_PID, pid, &info, WEXITED | WNOWAIT) != 0) return 1;
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    FILE* file = fopen(path, "r");
+    if (file == NULL || fgets(comm, sizeof comm, file) == NULL) return 1;
+    printf("%s", comm);
+    return 0;
+}
+C
+cc -O0 -o "$work/comm-of" "$work/comm-of.c" || fail "comm-of.c does not build"
+comm=$(env -i GPUINIT_NVML_HELPER="$static_helper" "$work/comm-of" "$work/bin/gpu-mig" sync \
+  --root "$work/none" 2>/dev/null) || fail "comm-of failed"
+[[ $comm == gpu-mig ]] || fail "the helper runs as '$comm', not gpu-mig"
 echo "PASS: nvml-helper"

@@ -70,6 +70,9 @@ int run_command(const Command& command, int argc, char** argv) {
         return command.cannot_run_exit;
     }
     argv[0] = const_cast<char*>(command.program);
+    // The SysV scripts and ps know a tool by this name, also when it was
+    // started as `gpuinit COMMAND` or is the NVML helper.
+    name_process(command.program);
 #if !GPUINIT_DLOPEN_NVML
     if (command.uses_nvml != nullptr && command.uses_nvml(argc, argv)) {
         exec_nvml_helper(command, argv);

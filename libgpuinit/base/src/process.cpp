@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <string>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,6 +28,10 @@ Status refuse_elevated_start(const char* program) {
                      EPERM);
     }
     return {};
+}
+
+void name_process(const char* name) {
+    ::prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 namespace {

@@ -12,6 +12,13 @@ namespace gpuinit {
 // own and read root-only files back through its messages.
 Status refuse_elevated_start(const char* program);
 
+// Names this process `name` (/proc/PID/comm: what ps, pidof and the SysV
+// scripts' pid checks read; the kernel keeps 15 bytes). The kernel names a
+// process after the file it executes, and exec_trusted_program executes a
+// descriptor: the NVML helper would be named after the descriptor's number
+// (Linux before 6.14) or gpuinit-nvml, not after the tool it runs.
+void name_process(const char* name);
+
 // Replaces this process with the program at the absolute `path`, given
 // `argv` and the environment `envp`, when only root can change it: a
 // regular file (not a symlink) owned by root and writable by no one else,
