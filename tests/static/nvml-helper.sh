@@ -77,6 +77,14 @@ ln -s "$helper" "$work/libexec/link"
 untrusted "$work/libexec/link" "a symbolic link"
 run 42 "$work/bin/gpu-mig" sync
 
+# A helper the kernel cannot start from its descriptor (a script: its
+# interpreter would get /dev/fd/N, closed by then) is not taken for "no
+# helper": it is said.
+printf '#!/bin/sh\necho "helper: $0 $*"\nexit 42\n' >"$work/libexec/script"
+chmod 755 "$work/libexec/script"
+untrusted "$work/libexec/script" "a script helper"
+grep -q "interpreter" <<<"$out" || fail "a script helper: the warning does not say why: $out"
+
 # A helper that is a static build itself (a copy of this one) runs the
 # command once, instead of handing it on to a helper again, forever.
 static_helper=$work/libexec/static-gpuinit

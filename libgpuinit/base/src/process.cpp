@@ -74,6 +74,16 @@ Status exec_trusted_program(const std::string& path, char* const* argv, char* co
                      EPERM);
     }
     ::syscall(SYS_execveat, file.get(), "", argv, envp, AT_EMPTY_PATH);
+    // The file is there: ENOENT now means its interpreter is not (the #!
+    // line's, or the dynamic loader), or it is a script, which the kernel
+    // hands its interpreter as /dev/fd/N, closed by then (O_CLOEXEC).
+    // Callers take ENOENT for "no such program", so it is not passed on.
+    if (errno == ENOENT) {
+        return error("cannot run " + quote(path) +
+                         ": its interpreter (#! line or dynamic loader) is missing, or it is a "
+                         "script; install a binary there",
+                     ENOEXEC);
+    }
     return os_error(errno, "cannot run " + quote(path));
 }
 

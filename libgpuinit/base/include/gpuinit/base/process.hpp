@@ -25,7 +25,8 @@ void name_process(const char* name);
 // in a directory with the same properties. The file is opened once and that open is executed, so it
 // cannot be swapped between the check and the exec. Returns only on
 // failure: ENOENT when there is no such file or directory, EPERM when it is
-// not root's alone, the exec's errno otherwise.
+// not root's alone, ENOEXEC when it is a script or its interpreter is
+// missing, the exec's errno otherwise.
 Status exec_trusted_program(const std::string& path, char* const* argv, char* const* envp);
 
 } // namespace gpuinit
