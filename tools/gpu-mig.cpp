@@ -356,30 +356,13 @@ int run_env(const CommonOptions& common, const Sysroot& root, const MigOptions& 
     return kMigOk;
 }
 
-// apply and sync use NVML (else nvidia-smi); pick and env read sync's files.
-bool uses_nvml(int argc, char** argv) {
-    return names_word(argc, argv, {"apply", "sync"});
-}
+// gpu-mig's long options without a letter.
+constexpr int kOptHold = 256, kOptUntil = 257, kOptNode = 258, kOptTypeStyle = 259,
+              kOptTypeMap = 260, kOptCheck = 261, kOptSlurmConf = 262, kOptGresConf = 263,
+              kOptSmiOutput = 264, kOptIfExists = 265, kOptDryRun = 266, kOptForce = 267,
+              kOptResetIfNeeded = 268, kOptNvidiaSmi = 269;
 
-int run(int argc, char** argv) {
-    enum {
-        kOptHold = 256,
-        kOptUntil,
-        kOptNode,
-        kOptTypeStyle,
-        kOptTypeMap,
-        kOptCheck,
-        kOptSlurmConf,
-        kOptGresConf,
-        kOptSmiOutput,
-        kOptIfExists,
-        kOptDryRun,
-        kOptForce,
-        kOptResetIfNeeded,
-        kOptNvidiaSmi,
-    };
-    char** command = split_command(argc, argv);
-    Cli cli("gpu-mig", kUsage, kMigUsage);
+void add_mig_options(Cli& cli) {
     cli.add_options("p:n:w:f:", {{"profile", required_argument, nullptr, 'p'},
                                  {"count", required_argument, nullptr, 'n'},
                                  {"wait", required_argument, nullptr, 'w'},
@@ -399,6 +382,19 @@ int run(int argc, char** argv) {
                                  {"slurm-conf", no_argument, nullptr, kOptSlurmConf},
                                  {"gres-conf", required_argument, nullptr, kOptGresConf},
                                  {"nvidia-smi-output", required_argument, nullptr, kOptSmiOutput}});
+}
+
+// apply and sync use NVML (else nvidia-smi); pick and env read sync's files.
+bool uses_nvml(int argc, char** argv) {
+    Cli cli("gpu-mig", kUsage, kMigUsage);
+    add_mig_options(cli);
+    return cli.subcommand_is(argc, argv, {"apply", "sync"});
+}
+
+int run(int argc, char** argv) {
+    char** command = split_command(argc, argv);
+    Cli cli("gpu-mig", kUsage, kMigUsage);
+    add_mig_options(cli);
     MigOptions options;
     bool env_option = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {

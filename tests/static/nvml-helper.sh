@@ -47,6 +47,16 @@ run 0 "$work/bin/gpu-mig" --help
 [[ $out != *helper:* ]] || fail "gpu-mig --help went to the helper"
 run 0 "$work/bin/gpu-limit" --help
 [[ $out != *helper:* ]] || fail "gpu-limit --help went to the helper"
+# An option's value that reads like a command is not one: these are pick
+# and gres, which stay here (and fail on the missing root).
+for line in "pick -p sync" "pick --profile apply" "pick --prof sync" "-psync pick" \
+  "gres --node apply" "--type-map sync gres" "pick -vp apply" "env --gres-conf sync"; do
+  # shellcheck disable=SC2086 # the words of $line are arguments
+  run 3 "$work/bin/gpu-mig" --root "$work/none" $line
+  [[ $out != *helper:* ]] || fail "gpu-mig $line went to the helper: $out"
+done
+run 42 "$work/bin/gpu-mig" --root "$work/none" -p x sync
+[[ $out == "helper: gpu-mig --root $work/none -p x sync" ]] || fail "gpu-mig -p x sync: $out"
 
 # Turned off, or absent: the static tool runs the command itself.
 status=0

@@ -38,16 +38,50 @@ int Cli::usage_error(const std::string& message) {
     return usage_exit_;
 }
 
+void Cli::finalize() {
+    if (finalized_) {
+        return;
+    }
+    bool stop_at_operand = !shorts_.empty() && shorts_.front() == '+';
+    std::string own = stop_at_operand ? shorts_.substr(1) : shorts_;
+    shorts_ = std::string(stop_at_operand ? "+" : "") + ":" + own + kCommonShorts;
+    longs_.insert(longs_.end(), std::begin(kCommonLongs), std::end(kCommonLongs));
+    longs_.push_back({nullptr, 0, nullptr, 0});
+    finalized_ = true;
+}
+
+bool Cli::subcommand_is(int argc, char** argv, std::initializer_list<const char*> words) {
+    finalize();
+    split_command(argc, argv);
+    std::vector<char*> copy(argv, argv + argc);
+    copy.push_back(nullptr);
+    int saved_optind = optind;
+    int saved_opterr = opterr;
+    int saved_optopt = optopt;
+    char* saved_optarg = optarg;
+    opterr = 0;
+    optind = 0; // glibc: start afresh
+    while (getopt_long(argc, copy.data(), shorts_.c_str(), longs_.data(), nullptr) != -1) {
+    }
+    const char* operand = optind < argc ? copy[optind] : nullptr;
+    optind = saved_optind;
+    opterr = saved_opterr;
+    optopt = saved_optopt;
+    optarg = saved_optarg;
+    for (const char* word : words) {
+        if (operand != nullptr && std::strcmp(operand, word) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int Cli::next(int argc, char** argv) {
-    if (!finalized_) {
-        bool stop_at_operand = !shorts_.empty() && shorts_.front() == '+';
-        std::string own = stop_at_operand ? shorts_.substr(1) : shorts_;
-        shorts_ = std::string(stop_at_operand ? "+" : "") + ":" + own + kCommonShorts;
-        longs_.insert(longs_.end(), std::begin(kCommonLongs), std::end(kCommonLongs));
-        longs_.push_back({nullptr, 0, nullptr, 0});
-        finalized_ = true;
+    if (!started_) {
+        finalize();
         opterr = 0; // the messages are ours
         optind = 1;
+        started_ = true;
     }
     while (exit_code_ < 0) {
         int opt = getopt_long(argc, argv, shorts_.c_str(), longs_.data(), nullptr);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <getopt.h>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ class Cli {
     // are taken here; after -1, exit_code() says whether the tool must
     // return now (help, version, usage error) and with what.
     int next(int argc, char** argv);
+
+    // Whether the first operand (the subcommand, before any "--") is one of
+    // `words`, as next() would find it: an option's value (pick -p sync)
+    // is none. Parses a copy of argv, which getopt would permute, puts
+    // getopt's state back and prints nothing.
+    bool subcommand_is(int argc, char** argv, std::initializer_list<const char*> words);
     bool must_exit() const { return exit_code_ >= 0; }
     int exit_code() const { return exit_code_; }
 
@@ -46,6 +53,9 @@ class Cli {
     std::string shorts_;
     std::vector<option> longs_;
     bool finalized_ = false;
+    bool started_ = false;
+
+    void finalize();
 };
 
 // Splits off a command to run, given after the first "--" (getopt would mix

@@ -51,17 +51,6 @@ void exec_nvml_helper(const Command& command, char** argv) {
 
 } // namespace
 
-bool names_word(int argc, char** argv, std::initializer_list<const char*> words) {
-    for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-        for (const char* word : words) {
-            if (std::strcmp(argv[i], word) == 0) {
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 int run_command(const Command& command, int argc, char** argv) {
     if (auto refused = refuse_elevated_start(command.program); !refused) {
         std::string line =

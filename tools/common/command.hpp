@@ -3,7 +3,6 @@
 // gpu-mknod) or as `gpuinit mknod`.
 #pragma once
 
-#include <initializer_list>
 #include <span>
 #include <string_view>
 
@@ -30,9 +29,6 @@ extern const Command kLimitCommand;
 // BinaryName and a Kubernetes RuntimeClass, which run a runtime with runc's
 // arguments and no words of ours.
 extern const Command kLimitRuntimeCommand;
-
-// Whether one of `words` is an argument before "--" (a subcommand).
-bool names_word(int argc, char** argv, std::initializer_list<const char*> words);
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();
