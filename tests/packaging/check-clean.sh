@@ -24,4 +24,14 @@ done
 for path in "${left[@]}" obj-static obj-dynamic; do
   [[ ! -e $work/$path ]] || fail "debian/rules clean left $path"
 done
+# Until then git ignores it: `git status` stays clean, and
+# scripts/build-packages (which copies what git does not ignore) does not
+# copy a previous build along.
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  for path in "${left[@]}" debian/gpuinit-libgpulimit/x debian/gpuinit.substvars; do
+    git -C "$src" check-ignore -q --no-index "$path" || fail "git does not ignore $path"
+  done
+else
+  echo "check-clean: $src is not a git checkout; the .gitignore part is not checked" >&2
+fi
 echo "PASS: check-clean"
