@@ -34,4 +34,18 @@ unshare -m --propagation private bash -euc '
     [[ ! -e /${path%/*} ]] || { echo "a purge left /${path%/*}" >&2; exit 1; }
   done
 ' check-dpkg-root "${state[@]}" || fail "postrm purge: see above"
+
+# postinst configure under DPKG_ROOT makes the account in that tree: a
+# stand-in systemd-sysusers says what it was asked.
+mkdir -p "$work/bin" "$work/target"
+cat >"$work/bin/systemd-sysusers" <<'SH'
+#!/bin/sh
+echo "$*" >"$WORK/sysusers"
+SH
+chmod 755 "$work/bin/systemd-sysusers"
+cp "$src/debian/gpuinit.postinst" "$work/postinst"
+WORK=$work DPKG_ROOT=$work/target PATH="$work/bin:$PATH" sh "$work/postinst" configure ||
+  fail "postinst configure under DPKG_ROOT failed"
+[[ $(cat "$work/sysusers") == "--root=$work/target gpu-persist.conf" ]] ||
+  fail "postinst ran systemd-sysusers $(cat "$work/sysusers"), not under DPKG_ROOT"
 echo "PASS: check-dpkg-root"
