@@ -14,7 +14,7 @@ for tool in dash busybox checkbashisms mandoc man; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if ((${#missing[@]} > 0)); then
-  echo "SKIPPED LOUDLY: lint needs ${missing[*]}; run scripts/install-build-deps" >&2
+  echo "SKIPPED LOUDLY: lint needs ${missing[*]}; run scripts/install-test-deps" >&2
   exit 77
 fi
 status=0

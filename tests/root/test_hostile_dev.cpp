@@ -55,7 +55,7 @@ bool setfacl_works(const TempDir& dir) {
     do {                                                                                           \
         if (!setfacl_works(dir)) {                                                                 \
             GTEST_SKIP() << "SKIPPED LOUDLY: setfacl (Debian package acl) or ACL support on "      \
-                            "this filesystem is missing; scripts/install-build-deps installs it";  \
+                            "this filesystem is missing; scripts/install-test-deps installs it";   \
         }                                                                                          \
     } while (0)
 

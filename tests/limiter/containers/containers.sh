@@ -33,7 +33,7 @@ case $runtime in
   runc | crun | podman | docker) runtime_path=$(command -v "${runtime/docker/dockerd}" || true) ;;
   *) fail "unknown runtime $runtime" ;;
 esac
-[[ -n $runtime_path ]] || skip "$runtime is not installed (scripts/install-build-deps)"
+[[ -n $runtime_path ]] || skip "$runtime is not installed (scripts/install-test-deps)"
 if [[ $runtime == docker ]]; then
   # The client of the package (Debian: dockerd in /usr/sbin, docker in
   # /usr/bin), not whichever docker is first on $PATH.

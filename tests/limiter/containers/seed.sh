@@ -44,7 +44,7 @@ test_name="seed[$case_name]"
 need_root_and_busybox "OCI runtimes create namespaces and device nodes"
 busybox=/bin/busybox
 runc=$(command -v runc || true)
-[[ -n $runc ]] || skip "runc is not installed (scripts/install-build-deps)"
+[[ -n $runc ]] || skip "runc is not installed (scripts/install-test-deps)"
 case $case_name in
   docker-*) for p in dockerd docker; do command -v $p >/dev/null || skip "$p is not installed"; done ;;
   podman-cdi) command -v podman >/dev/null || skip "podman is not installed" ;;

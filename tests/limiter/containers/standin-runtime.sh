@@ -33,7 +33,7 @@ expect_no_line() { # OUTPUT PATTERN WHAT
 
 need_root_and_busybox "mknod, runc, mount namespaces"
 runc=$(command -v runc || true)
-[[ -n $runc ]] || skip "runc is not installed (scripts/install-build-deps)"
+[[ -n $runc ]] || skip "runc is not installed (scripts/install-test-deps)"
 command -v python3 >/dev/null || skip "python3 is not installed"
 [[ -x $standin ]] || fail "$standin is not executable"
 

@@ -23,7 +23,7 @@ set -euo pipefail
 tool=$1 library=$2
 test_name="takeover[podman]"
 need_root_and_busybox "podman runs rootful containers"
-command -v podman >/dev/null || skip "podman is not installed (scripts/install-build-deps)"
+command -v podman >/dev/null || skip "podman is not installed (scripts/install-test-deps)"
 
 work=$(mktemp -d /tmp/gpu-limit-takeover.XXXXXX)
 chmod 755 "$work"
@@ -60,7 +60,7 @@ if [[ $(stat -f -c %T /sys/fs/cgroup) == tmpfs &&
   in_namespace=(unshare --mount --propagation private -- sh -c
     'umount /sys/fs/cgroup/unified && exec "$@"' v1-only)
 fi
-command -v crun >/dev/null || skip "crun is not installed (scripts/install-build-deps)"
+command -v crun >/dev/null || skip "crun is not installed (scripts/install-test-deps)"
 pod() { "${in_namespace[@]}" podman --runtime crun --hooks-dir "$hooks" "$@"; }
 
 pod run --rm --name "gl-probe-$$" --network none --cgroups=disabled --rootfs "$rootfs" /bin/true \
