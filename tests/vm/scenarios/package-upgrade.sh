@@ -42,6 +42,7 @@ grep -qx "Version: $new" /tmp/status || fail "dpkg -s gpuinit does not show $new
 grep -qx "Status: install ok installed" /tmp/status || fail "gpuinit is not installed ok"
 [ "$(dpkg-query -W -f='${Version}' gpuinit-libgpulimit)" = "$new" ] || fail "gpuinit-libgpulimit is not $new"
 
+held_as 1 0 1 || fail "a GPU was torn down or initialized again during the upgrade"
 systemctl status --no-pager gpu-persist.service || true
 systemctl is-active -q gpu-persist.service || fail "gpu-persist.service is not active after the upgrade"
 [ "$(main_pid)" = "$pid" ] || fail "gpu-persist's main pid changed from $pid to $(main_pid): the upgrade restarted it"
@@ -49,7 +50,6 @@ systemctl is-active -q gpu-persist.service || fail "gpu-persist.service is not a
 readlink "/proc/$pid/exe"
 [ "$(readlink "/proc/$pid/exe")" = "/usr/sbin/gpuinit (deleted)" ] ||
   fail "gpu-persist's binary is $(readlink "/proc/$pid/exe"), not the replaced /usr/sbin/gpuinit"
-held_as 1 0 1 || fail "a GPU was torn down or initialized again during the upgrade"
 [ "$(systemctl show -p NeedDaemonReload --value gpu-persist.service)" = no ] ||
   fail "the upgrade left systemd with the old unit file (no daemon-reload)"
 journalctl -u gpu-persist.service -o cat --no-pager | tee /tmp/journal
