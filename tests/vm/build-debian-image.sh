@@ -8,17 +8,35 @@
 # init: sysvinit-core gives a SysV one. Each image flavour keeps its own
 # IMAGE_DIR, as a finished image is not rebuilt for another list.
 #
+# Every image also has what the gpuinit packages depend on (debian/control's
+# Depends, from their shlibs): the flavours install the built .debs with apt
+# in the image, which has no package lists and no network, so apt finds no
+# dependency it would have to download.
+#
 # It debootstraps from the host's own Debian mirror (its apt sources), else
 # from deb.debian.org. IMAGE_DIR/.complete marks a finished image and holds
-# its package list: a rerun for the same list does nothing, one for another
-# list (or for an image stamped before the list was kept) builds it afresh.
+# its whole package list: a rerun for the same list does nothing, one for
+# another list (or for an image stamped before the list was kept) builds it
+# afresh.
 # Docs, man pages and locales are trimmed (about 120 MB left).
 set -euo pipefail
 
 image=${1:?usage: build-debian-image.sh IMAGE_DIR [INIT_PACKAGES]}
 init_packages=${2:-systemd,systemd-sysv}
+# The gpuinit packages' Depends (their shlibs, as dpkg-deb -f shows them)
+# that minbase lacks: libpci3 (which brings pci.ids, their Recommends). The
+# rest are listed so that a leaner minbase cannot drop them unnoticed.
+package_depends=libpci3,libkmod2,libcap-ng0,libudev1,libstdc++6,libgcc-s1,init-system-helpers
+# gpuinit also depends on systemd | systemd-standalone-sysusers (its
+# sysusers.d account): an image without systemd gets the standalone one, as
+# a SysV machine would rather take than systemd itself.
+case ,$init_packages, in
+*,systemd,*) ;;
+*) package_depends+=,systemd-standalone-sysusers ;;
+esac
+packages=$init_packages,udev,kmod,$package_depends
 if [[ -f $image/.complete ]]; then
-  if [[ $(<"$image/.complete") == "$init_packages" ]]; then
+  if [[ $(<"$image/.complete") == "$packages" ]]; then
     echo "vm: Debian image cached in $image"
     exit 0
   fi
@@ -61,8 +79,8 @@ mirror=${mirror:-http://deb.debian.org/debian}
 
 rm -rf "${image:?}"
 mkdir -p "$image"
-echo "vm: debootstrapping a minimal Debian 12 with $init_packages, udev and kmod into $image from $mirror"
-debootstrap --variant=minbase --include="$init_packages,udev,kmod" \
+echo "vm: debootstrapping a minimal Debian 12 with $packages into $image from $mirror"
+debootstrap --variant=minbase --include="$packages" \
   "$suite" "$image" "$mirror" >"$image.log" 2>&1 ||
   { tail -30 "$image.log" >&2; exit 1; }
 rm -rf "$image"/usr/share/{doc,man,info,locale}/* "$image"/var/cache/apt/archives/*.deb \
@@ -70,5 +88,5 @@ rm -rf "$image"/usr/share/{doc,man,info,locale}/* "$image"/var/cache/apt/archive
 # No getty or network waits on a serial test console.
 rm -f "$image"/etc/systemd/system/getty.target.wants/* \
   "$image"/etc/systemd/system/multi-user.target.wants/{e2scrub_reap.service,remote-fs.target}
-echo "$init_packages" >"$image/.complete"
+echo "$packages" >"$image/.complete"
 echo "vm: Debian image ready ($(du -sh "$image" | cut -f1))"

@@ -116,24 +116,79 @@ GROUP
 }
 
 # The Debian flavours' shared steps.
-# debian_needs: the host can build and install into a debootstrapped image.
+# debian_needs: the host can build the image, and the built packages are
+# there to install (sets gpuinit_debs).
 debian_needs() {
   # debootstrap needs root, and so does copying the image's root-only files.
   [[ $(id -u) -eq 0 ]] || skip "the Debian image needs root (debootstrap)" "run as root"
   command -v debootstrap >/dev/null || skip "debootstrap is missing"
-  # ctest sets it; a run by hand must name the build to install.
-  [[ -n ${GPUINIT_BUILD_DIR:-} ]] || die "set GPUINIT_BUILD_DIR to the build tree to cmake --install"
+  # ctest sets it, and its fixture gpuinit-debs builds them there; a run by
+  # hand names a directory of scripts/build-packages' output.
+  [[ -n ${GPUINIT_DEB_DIR:-} ]] ||
+    die "set GPUINIT_DEB_DIR to the directory of the built packages (scripts/build-packages DIR)"
+  local list
+  list=$(package_debs "$GPUINIT_DEB_DIR")
+  mapfile -t gpuinit_debs <<<"$list"
 }
 
-# debian_tree IMAGE TREE: TREE is a copy of the cached IMAGE with gpuinit
-# installed by cmake --install --prefix /usr, the tools under test over the
-# installed ones, the stand-in modules and the test accounts.
+# package_debs DIR: the paths of DIR's gpuinit_*.deb and
+# gpuinit-libgpulimit_*.deb, one a line; fails unless each is there exactly
+# once (two versions side by side would make the install ambiguous).
+package_debs() {
+  local dir=$1 name file files
+  for name in gpuinit gpuinit-libgpulimit; do
+    files=()
+    for file in "$dir/${name}_"*.deb; do
+      [[ -f $file ]] && files+=("$file")
+    done
+    if [[ ${#files[@]} -ne 1 ]]; then
+      echo "vm: $dir has ${#files[@]} ${name}_*.deb (${files[*]:-none}), not one; build them with scripts/build-packages $dir" >&2
+      return 1
+    fi
+    echo "${files[0]}"
+  done
+}
+
+# install_packages TREE DEB...: the packages installed into TREE as an admin
+# installs them, with apt from the files (apt-get install ./NAME.deb):
+# their dependencies must be in TREE already (build-debian-image.sh
+# includes them), as the image has neither package lists nor a network,
+# and their maintainer scripts run in TREE. A policy-rc.d refuses every
+# start meanwhile, so nothing runs in the host's chroot; it is gone before
+# the boot.
+install_packages() {
+  local tree=$1 deb status=0
+  shift
+  local names=()
+  mkdir -p "$tree/tmp/gpuinit-debs"
+  for deb in "$@"; do
+    cp "$deb" "$tree/tmp/gpuinit-debs/"
+    names+=("./$(basename "$deb")")
+  done
+  printf '#!/bin/sh\n# gpuinit vm: nothing starts while the image is made\nexit 101\n' \
+    >"$tree/usr/sbin/policy-rc.d"
+  chmod 755 "$tree/usr/sbin/policy-rc.d"
+  chroot "$tree" /bin/sh -c 'cd /tmp/gpuinit-debs && exec apt-get install -y -q -o Dpkg::Use-Pty=0 "$@"' apt \
+    "${names[@]}" </dev/null >"$tree/tmp/gpuinit-apt.log" 2>&1 || status=$?
+  if [[ $status -ne 0 ]]; then
+    cat "$tree/tmp/gpuinit-apt.log" >&2
+    echo "vm: apt-get install ${names[*]} failed in the image (exit $status); a dependency" \
+      "missing from the image goes in build-debian-image.sh's package_depends" >&2
+    return 1
+  fi
+  rm -rf "$tree/usr/sbin/policy-rc.d" "$tree/tmp/gpuinit-debs" "$tree/tmp/gpuinit-apt.log"
+  chroot "$tree" apt-get clean
+}
+
+# debian_tree IMAGE TREE: TREE is a copy of the cached IMAGE with the built
+# packages installed (install_packages), the stand-in modules and the test
+# accounts. The tools under test are the package's: nothing is copied over
+# them.
 debian_tree() {
   local image=$1 tree=$2
   cp -a "$image" "$tree"
   rm -f "$tree/.complete"
-  DESTDIR=$tree cmake --install "$GPUINIT_BUILD_DIR" --prefix /usr >/dev/null
-  copy_tools "$tree" "${tools[@]}"
+  install_packages "$tree" "${gpuinit_debs[@]}"
   add_modules "$tree"
   add_accounts "$tree"
 }

@@ -14,6 +14,8 @@
 # CACHE_DIR (under a lock, so parallel tests share them). Exit 77 (skipped)
 # with a loud message when qemu, the kernel headers or what the flavour
 # needs (busybox-static; debootstrap and root) are missing.
+# GPUINIT_VM_TIMEOUT (seconds, default 240) bounds qemu: raise it on a
+# machine loaded enough that a sound scenario runs past it.
 #
 # An image flavour is a bash file images/NAME.sh sourced here. It defines:
 #   flavour_memory      guest memory in MiB
@@ -141,7 +143,7 @@ log=$logs/$scenario.log
 echo "vm: $scenario: flavour $flavour, ${flavour_memory} MiB"
 start=$(date +%s%N)
 status=0
-timeout 240 qemu-system-x86_64 -accel tcg -cpu max -smp 1 \
+timeout "${GPUINIT_VM_TIMEOUT:-240}" qemu-system-x86_64 -accel tcg -cpu max -smp 1 \
   -kernel "$cache/vmlinuz" -initrd "$initrd" -m "$flavour_memory" \
   -append "console=ttyS0 quiet panic=-1${flavour_append:+ $flavour_append}" -nographic -no-reboot \
   -serial "file:$log" -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 \

@@ -5,10 +5,10 @@
 # Image flavour "debian-slurm": debian-systemd's image plus Debian 12's own
 # Slurm 22.05 (slurmctld, slurmd, slurm-client) and munge, with dbus so that
 # slurmd's cgroup/v2 plugin asks systemd for its slurmstepd.scope as on a
-# real node. Booted as an initramfs with systemd as PID 1, gpuinit installed
-# by cmake --install --prefix /usr and the tools under test over the
-# installed ones; a oneshot unit, after udev's coldplug, calls the shared
-# runner. Unlike debian-systemd's, the initramfs keeps the owners the
+# real node. Booted as an initramfs with systemd as PID 1, the built gpuinit
+# packages installed with apt (lib.sh's debian_tree: the tools under test
+# are the package's); a oneshot unit, after udev's coldplug, calls the
+# shared runner. Unlike debian-systemd's, the initramfs keeps the owners the
 # packages gave their files (munged refuses a key it does not own). The
 # packages enable munge, slurmd and slurmctld; nothing is
 # configured (their units need /etc/slurm/slurm.conf): a scenario's setup

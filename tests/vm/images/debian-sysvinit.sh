@@ -4,9 +4,9 @@
 # shellcheck disable=SC2034,SC2154
 # Image flavour "debian-sysvinit": a debootstrapped Debian 12 (minbase with
 # sysvinit-core, udev and kmod), booted as an initramfs with sysvinit as
-# PID 1, gpuinit installed by cmake --install --prefix /usr and the tools
-# under test over the installed ones. An LSB script, started last in
-# runlevel 2, calls the shared runner. The interface is described in
+# PID 1, the built gpuinit packages installed with apt (lib.sh's
+# debian_tree: the tools under test are the package's). An LSB script,
+# started last in runlevel 2, calls the shared runner. The interface is described in
 # run-vm-test.sh and tests/vm/README.md.
 
 flavour_memory=1024

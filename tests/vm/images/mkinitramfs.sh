@@ -5,8 +5,8 @@
 # Image flavour "mkinitramfs": the guest boots only an initramfs that
 # Debian's own mkinitramfs made, as a real machine's is, from a debootstrapped
 # Debian 12 (minbase with initramfs-tools, busybox, udev and kmod) with
-# gpuinit installed by cmake --install --prefix /usr and the tools under test
-# over the installed ones. The tree is never booted: it is the system
+# the built gpuinit packages installed with apt (lib.sh's debian_tree: the
+# tools under test are the package's). The tree is never booted: it is the system
 # mkinitramfs runs in (a chroot), so the project's own initramfs-tools hook
 # decides what of gpuinit reaches the guest. A boot script in init-premount
 # calls the shared runner before any root filesystem is looked for. The
@@ -37,14 +37,14 @@ flavour_tree() {
   mkdir -p "$tree/boot"
   cp "/lib/modules/$release/build/.config" "$tree/boot/config-$release"
   # The harness's files only. The accounts, the policy, the modprobe.d files
-  # and the modules are the project hook's job (gpu-restriction, from cmake
-  # --install), which is what the scenarios test. /etc hooks run after all
-  # of /usr/share's, so this one sees what that hook copied of /usr/sbin,
-  # where copy_tools put the tools under test: it keeps each copy that is
-  # the tool under test, so the scenario sees the layout the project hook
-  # made (a multi-call link must stay a link), and copies any other tool
-  # itself (copy_file never overwrites). The tree's layout goes in as tools.layout, for the scenario
-  # to compare.
+  # and the modules are the project hook's job (gpu-restriction, from the
+  # package), which is what the scenarios test. /etc hooks run after all of
+  # /usr/share's, so this one sees what that hook copied of /usr/sbin, where
+  # the package put the tools under test: it keeps each copy that is the
+  # tool under test, so the scenario sees the layout the project hook made
+  # (a multi-call link must stay a link), and copies any other tool itself
+  # (copy_file never overwrites). The tree's layout goes in as tools.layout,
+  # for the scenario to compare.
   cat >"$tree/etc/initramfs-tools/hooks/gpuinit-vm" <<'HOOK'
 #!/bin/sh
 PREREQ=""

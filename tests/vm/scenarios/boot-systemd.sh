@@ -1,4 +1,4 @@
-# The boot wiring under systemd: with gpuinit installed by cmake --install,
+# The boot wiring under systemd: with the gpuinit packages installed,
 # the stand-in driver loaded by systemd-modules-load, and gpu-restriction
 # and gpu-persist enabled, a boot gives every node its policy's group and a
 # gpu-persist that holds every GPU, with no failed unit; both units pass

@@ -1,5 +1,5 @@
-# A minimal Debian booting systemd as init, gpuinit installed with cmake
-# --install: udev sees the fake GPUs' add and bind uevents, and the installed
+# A minimal Debian booting systemd as init, the gpuinit packages installed:
+# udev sees the fake GPUs' add and bind uevents, and the installed
 # tools work there.
 #
 # vm-flavour: debian-systemd

@@ -2,12 +2,11 @@
 # Sourced by run-vm-test.sh after flavour_tree: $tree is the image sysvinit
 # boots.
 # shellcheck disable=SC2154
-# The project's SysV script enabled as a package's postinst would, the
-# account its PERSIST_ARGS name (the README's useradd), and four stand-in
-# GPUs that take 300 ms each to initialize, from modprobe.d as a machine
-# would set them.
-chroot "$tree" update-rc.d gpu-restriction defaults
-chroot "$tree" useradd --system --no-create-home --shell /usr/sbin/nologin gpu-persist
+# The project's SysV script, which the package registered disabled, enabled
+# as the admin does (the account its PERSIST_ARGS name is the postinst's),
+# and four stand-in GPUs that take 300 ms each to initialize, from
+# modprobe.d as a machine would set them.
+chroot "$tree" update-rc.d gpu-restriction enable
 echo "options nvidia gpus=4 init_ms=300" >"$tree/etc/modprobe.d/gpuinit-vm.conf"
 # A stand-in for Slurm's node daemon, with slurmd's own LSB dependencies: it
 # records what a job scheduler would find at its start.
