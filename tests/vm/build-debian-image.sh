@@ -26,14 +26,10 @@ init_packages=${2:-systemd,systemd-sysv}
 # The gpuinit packages' Depends (their shlibs, as dpkg-deb -f shows them)
 # that minbase lacks: libpci3 (which brings pci.ids, their Recommends). The
 # rest are listed so that a leaner minbase cannot drop them unnoticed.
-package_depends=libpci3,libkmod2,libcap-ng0,libudev1,libstdc++6,libgcc-s1,init-system-helpers
-# gpuinit also depends on systemd | systemd-standalone-sysusers (its
-# sysusers.d account): an image without systemd gets the standalone one, as
-# a SysV machine would rather take than systemd itself.
-case ,$init_packages, in
-*,systemd,*) ;;
-*) package_depends+=,systemd-standalone-sysusers ;;
-esac
+package_depends=libpci3,libkmod2,libcap-ng0,libudev1,libstdc++6,libgcc-s1,init-system-helpers,passwd
+# The account gpu-persist comes from systemd-sysusers where systemd is, else
+# from useradd (passwd, in minbase): an image without systemd gets nothing
+# more, so the SysV scenarios test that path.
 packages=$init_packages,udev,kmod,$package_depends
 if [[ -f $image/.complete ]]; then
   if [[ $(<"$image/.complete") == "$packages" ]]; then

@@ -4,7 +4,7 @@
 # GPUs, gpu-restriction and gpu-persist enabled; the package made the
 # gpu-persist account), and newer packages to upgrade to in /debs-upgrade:
 # the built ones with a higher version, as the next release would be.
-# shellcheck disable=SC2154 # $tree, $here, $work and $gpuinit_debs come from run-vm-test.sh
+# shellcheck disable=SC2154 # $tree and $here come from run-vm-test.sh
 echo nvidia >"$tree/etc/modules-load.d/gpuinit-vm.conf"
 echo 'options nvidia gpus=4 init_ms=300' >"$tree/etc/modprobe.d/gpuinit-vm.conf"
 chroot "$tree" systemctl enable gpu-restriction.service gpu-persist.service
@@ -12,21 +12,6 @@ chroot "$tree" systemctl enable gpu-restriction.service gpu-persist.service
 sed -i 's/^After=.*/& multi-user.target/' "$tree/etc/systemd/system/gpuinit-vmtest.service"
 
 mkdir -p "$tree/debs-upgrade"
-if [[ -x $here/../packaging/repack-upgrade.sh ]]; then
-  "$here/../packaging/repack-upgrade.sh" "$GPUINIT_DEB_DIR" "$tree/debs-upgrade"
-else
-  # The same packages with the version past the built one (and gpuinit's
-  # exact dependency on gpuinit-libgpulimit following it): to dpkg, the next
-  # release.
-  for deb in "${gpuinit_debs[@]}"; do
-    unpacked=$work/repack/$(basename "$deb" .deb)
-    mkdir -p "$work/repack"
-    dpkg-deb -R "$deb" "$unpacked"
-    version=$(dpkg-deb -f "$deb" Version)+vmupgrade1
-    sed -i -e "s/^Version: .*/Version: $version/" \
-      -e "s/gpuinit-libgpulimit (= [^)]*)/gpuinit-libgpulimit (= $version)/" "$unpacked/DEBIAN/control"
-    dpkg-deb -b --root-owner-group "$unpacked" \
-      "$tree/debs-upgrade/$(dpkg-deb -f "$deb" Package)_${version}_$(dpkg-deb -f "$deb" Architecture).deb" >/dev/null
-  done
-fi
+# The built packages with a higher version, as the next release would be.
+"$here/../packaging/repack-upgrade.sh" "$GPUINIT_DEB_DIR" "$tree/debs-upgrade"
 ls -l "$tree/debs-upgrade"
