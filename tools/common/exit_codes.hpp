@@ -8,6 +8,22 @@
 
 namespace gpuinit::tools {
 
+// The one table of exit codes every tool follows; gpuinit(8) documents it
+// and tests/unit/tools/test_exit_table.cpp holds the man pages to it. A code
+// beyond 0-5 exists only where a caller needs to tell that case apart, and
+// keeps one meaning in every tool.
+enum Exit : int {
+    kExitOk = 0,               // everything as it should be, or done
+    kExitUsage = 1,            // the command line is wrong
+    kExitPartial = 2,          // some of it was done, some not
+    kExitFailed = 3,           // nothing could be done (the message says why)
+    kExitDiffers = 4,          // a check found differences
+    kExitNotPermitted = 5,     // needs root or the admin group, or the kernel said EPERM
+    kExitBusy = 6,             // held by someone else: no free instance, another instance's lock
+    kExitCommandCannotRun = 126, // CMD found but not executable (as the shell)
+    kExitCommandNotFound = 127,  // CMD not found (as the shell)
+};
+
 // gpu-mknod(8)
 enum MknodExit : int {
     kMknodOk = 0,
