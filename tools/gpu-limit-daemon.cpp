@@ -42,9 +42,8 @@ constexpr const char* kUsage =
     "  -q, --quiet          errors only\n"
     "  -h, --help           show this help\n"
     "\n"
-    "Exit status: 0 stopped on SIGTERM/SIGINT (or --once done); 1 usage error;\n"
-    "3 could not start; 4 this static build cannot load NVML (use the dynamic\n"
-    "gpu-limit).\n";
+    "Exit status (gpuinit(8)): 0 stopped on SIGTERM/SIGINT (or --once done);\n"
+    "1 usage error; 3 could not start (also: no NVML); 5 not permitted (needs root).\n";
 
 std::optional<uint64_t> number_option(const char* text, uint64_t min, uint64_t max) {
     auto value = parse_decimal(text != nullptr ? text : "");
@@ -119,12 +118,19 @@ int limit_daemon_main(int argc, char** argv) {
     if (cli.common.json && !once) {
         return cli.usage_error("--json goes with --once");
     }
+    if (int refused = cli.refuse_unless_root(cli.common.root == "/",
+                                             "run the limiter's daemon (it reads every "
+                                             "process's GPU use and writes /run/gpu-limit)",
+                                             "try it on a copy with --root DIR");
+        refused != 0) {
+        return refused;
+    }
     if (!limit::limit_daemon_supported()) {
-        std::fputs(
-            "gpu-limit daemon: this static build cannot load NVML; run the dynamic gpu-limit "
-            "for the daemon\n",
-            stderr);
-        return kLimitDaemonNeedsDynamic;
+        std::fputs("gpu-limit daemon: no NVML: this static build cannot load it and its NVML "
+                   "helper did not run; install the helper (" GPUINIT_NVML_HELPER
+                   ") or run the dynamic gpu-limit\n",
+                   stderr);
+        return kLimitCannotRun;
     }
     args.root = cli.common.root;
     args.verbosity = cli.common.verbosity;
@@ -147,7 +153,7 @@ int limit_daemon_main(int argc, char** argv) {
     case limit::LimitDaemonOutcome::Stopped:
         return kLimitOk;
     case limit::LimitDaemonOutcome::NoNvml:
-        return kLimitDaemonNeedsDynamic;
+        return kLimitCannotRun;
     case limit::LimitDaemonOutcome::StartFailed:
         break;
     }

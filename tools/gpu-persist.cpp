@@ -46,10 +46,10 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 ok; 1 usage error; 2 --daemon started but some GPU could not\n"
-    "be held, or status: a GPU it should hold is not held; 3 the daemon could not\n"
-    "start; 4 no daemon answers; 5 permission denied; 6 the daemon refused the\n"
-    "request.\n";
+    "Exit status (gpuinit(8)): 0 ok; 1 usage error; 2 --daemon started but some\n"
+    "GPU could not be held, or status: a GPU it should hold is not held; 3 the\n"
+    "daemon could not start, no daemon answers, or it refused the request;\n"
+    "5 not permitted (a change needs root or the admin group).\n";
 
 int client_exit(const Diagnostic& failure) {
     switch (failure.code) {
@@ -220,6 +220,13 @@ int run(int argc, char** argv) {
     }
     if (cli.common.json) {
         return cli.usage_error("--json is for the client commands");
+    }
+    if (int refused = cli.refuse_unless_root(cli.common.root == "/",
+                                             "hold GPUs (it opens /dev/nvidia* and writes "
+                                             "/run/gpu-persist)",
+                                             "try it on a copy with --root DIR");
+        refused != 0) {
+        return refused;
     }
     options.root = cli.common.root;
     options.verbosity = cli.common.verbosity;

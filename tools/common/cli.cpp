@@ -1,9 +1,11 @@
 #include "cli.hpp"
 
+#include "exit_codes.hpp"
 #include "gpuinit/base/text.hpp"
 
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 namespace gpuinit::tools {
 
@@ -36,6 +38,19 @@ int Cli::usage_error(const std::string& message) {
           std::string(program_) + ": " + printable(message) + "\nTry '" + program_ + " --help'.\n");
     exit_code_ = usage_exit_;
     return usage_exit_;
+}
+
+int Cli::refuse_unless_root(bool needed, const char* what, const char* hint) {
+    if (!needed || ::geteuid() == 0) {
+        return 0;
+    }
+    std::string line =
+        std::string(program_) + ": error: needs root to " + what + "; run it as root";
+    if (hint != nullptr && *hint != '\0') {
+        line += std::string(" or ") + hint;
+    }
+    print(stderr, line + "\n");
+    return kExitNotPermitted;
 }
 
 void Cli::finalize() {

@@ -43,6 +43,13 @@ class Cli {
     // usage exit code; returns that code.
     int usage_error(const std::string& message);
 
+    // Root, said first: when the effective user is not root and `needed`,
+    // prints one line ("program: error: needs root to WHAT; run it as root
+    // or HINT") and returns the not-permitted code (5), before the command
+    // touches anything; 0 otherwise. A command that changes only a --root
+    // tree passes `needed` false there, so a user may work on a copy.
+    int refuse_unless_root(bool needed, const char* what, const char* hint);
+
     CommonOptions common;
 
   private:

@@ -13,13 +13,13 @@ namespace gpuinit::tools {
 // beyond 0-5 exists only where a caller needs to tell that case apart, and
 // keeps one meaning in every tool.
 enum Exit : int {
-    kExitOk = 0,               // everything as it should be, or done
-    kExitUsage = 1,            // the command line is wrong
-    kExitPartial = 2,          // some of it was done, some not
-    kExitFailed = 3,           // nothing could be done (the message says why)
-    kExitDiffers = 4,          // a check found differences
-    kExitNotPermitted = 5,     // needs root or the admin group, or the kernel said EPERM
-    kExitBusy = 6,             // held by someone else: no free instance, another instance's lock
+    kExitOk = 0,                 // everything as it should be, or done
+    kExitUsage = 1,              // the command line is wrong
+    kExitPartial = 2,            // some of it was done, some not
+    kExitFailed = 3,             // nothing could be done (the message says why)
+    kExitDiffers = 4,            // a check found differences
+    kExitNotPermitted = 5,       // needs root or the admin group, or the kernel said EPERM
+    kExitBusy = 6,               // held by someone else: no free instance, another instance's lock
     kExitCommandCannotRun = 126, // CMD found but not executable (as the shell)
     kExitCommandNotFound = 127,  // CMD not found (as the shell)
 };
@@ -49,14 +49,14 @@ enum ModloadExit : int {
 
 // gpu-persist(8)
 enum PersistExit : int {
-    kPersistOk = 0,
-    kPersistUsage = 1,
-    kPersistPartial = 2,     // --daemon: running, but some GPU could not be held;
-                             // status: a GPU it should hold is not held
-    kPersistCannotStart = 3, // another instance, coherent-memory machine, bad --user, ...
-    kPersistNotRunning = 4,  // client: no daemon answers
-    kPersistDenied = 5,      // client: changes need root or the admin group
-    kPersistRefused = 6,     // client: the daemon refused the request (unknown GPU, ...)
+    kPersistOk = kExitOk,
+    kPersistUsage = kExitUsage,
+    kPersistPartial = kExitPartial,    // --daemon: running, but some GPU could not be held;
+                                       // status: a GPU it should hold is not held
+    kPersistCannotStart = kExitFailed, // another instance, coherent-memory machine, bad --user, ...
+    kPersistNotRunning = kExitFailed,  // client: no daemon answers
+    kPersistDenied = kExitNotPermitted, // changes need root or the admin group
+    kPersistRefused = kExitFailed,      // client: the daemon refused the request (unknown GPU, ...)
 };
 
 // gpu-mig(8)
@@ -75,15 +75,16 @@ enum MigExit : int {
 
 // gpu-limit(8)
 enum LimitExit : int {
-    kLimitOk = 0,
-    kLimitUsage = 1,
-    kLimitPartial = 2, // status: some group could not be read
+    kLimitOk = kExitOk,
+    kLimitUsage = kExitUsage,
+    kLimitPartial = kExitPartial, // status: some group could not be read
     // A value the library would refuse, an untrusted state directory, no
-    // library, an unreadable state directory or group (status --group)
-    kLimitCannotRun = 3,
-    kLimitDaemonNeedsDynamic = 4, // daemon: the static build cannot load NVML
-    kLimitCommandCannotRun = 126, // run: CMD found but not executable
-    kLimitCommandNotFound = 127,  // run: CMD not found
+    // library, an unreadable state directory or group (status --group); the
+    // daemon without NVML
+    kLimitCannotRun = kExitFailed,
+    kLimitNotPermitted = kExitNotPermitted,         // daemon: needs root
+    kLimitCommandCannotRun = kExitCommandCannotRun, // run: CMD found but not executable
+    kLimitCommandNotFound = kExitCommandNotFound,   // run: CMD not found
 };
 
 // gpu-mig's codes for what gpu-mknod --mig did, for sync, and for apply

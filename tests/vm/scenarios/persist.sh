@@ -169,7 +169,7 @@ if gpu-persist nvidia-smi-query 10000:00:0f.0; then fail "RPC get of an unknown 
 gpu-persist nvidia-smi-query 10000:00:01.1 | grep -q "persistence mode on" ||
   fail "RPC get by another function of GPU 1's slot"
 rc=0; gpu-persist nvidia-smi-set 10000:00:03.0 on || rc=$?
-[ "$rc" = 6 ] || fail "RPC set on for the lost GPU 3 exited $rc, want 6 (driver error)"
+[ "$rc" = 3 ] || fail "RPC set on for the lost GPU 3 exited $rc, want 3 (driver error)"
 gpu-persist nvidia-smi-set 10000:00:03.0 on --json | grep -q '"status":"driver error"' ||
   fail "RPC set on for the lost GPU 3: not a driver error"
 gpu-persist nvidia-smi-query 10000:00:03.0 | grep -q "persistence mode off" ||
