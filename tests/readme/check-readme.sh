@@ -14,6 +14,10 @@
 #       that do not say "root" run as an unprivileged user when this runs as
 #       root (the README says they need no root); "root" blocks need root
 #       and are skipped (exit 77) without it.
+#   check-readme.sh extract README NAME
+#       prints the blocks of recipe NAME, for the scenario tests that run
+#       a role's recipe word for word (tests/limiter/containers/seed.sh);
+#       fails when there is none.
 set -euo pipefail
 
 die() {
@@ -111,8 +115,17 @@ recipe)
   fi
   echo "check-readme: recipe $name: $ran block(s) ran, $skipped skipped"
   ;;
+extract)
+  readme=$1 name=$2
+  i=0
+  while kind=$(block_kind "$readme" "$name" "$i") && [[ -n $kind ]]; do
+    extract "$readme" "$name" "$i"
+    i=$((i + 1))
+  done
+  ((i > 0)) || die "$readme has no block marked <!-- recipe: $name --> followed by a \`\`\`sh fence"
+  ;;
 *)
-  echo "usage: check-readme.sh budget README MAX | tools README GPUINIT_MAN TOOL... | recipe README NAME PATH-DIR..." >&2
+  echo "usage: check-readme.sh budget README MAX | tools README GPUINIT_MAN TOOL... | recipe README NAME PATH-DIR... | extract README NAME" >&2
   exit 1
   ;;
 esac
