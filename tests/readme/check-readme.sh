@@ -14,6 +14,9 @@
 #       that do not say "root" run as an unprivileged user when this runs as
 #       root (the README says they need no root); "root" blocks need root
 #       and are skipped (exit 77) without it.
+#   check-readme.sh ci README CI_SCRIPT
+#       the README's test command (the block marked <!-- recipe: tests -->)
+#       is the command CI_SCRIPT (.ci/run) ends with, word for word.
 #   check-readme.sh extract README NAME
 #       prints the blocks of recipe NAME, for the scenario tests that run
 #       a role's recipe word for word (tests/limiter/containers/seed.sh);
@@ -115,6 +118,16 @@ recipe)
   fi
   echo "check-readme: recipe $name: $ran block(s) ran, $skipped skipped"
   ;;
+ci)
+  readme=$1 ci=$2
+  command=$(extract "$readme" tests 0)
+  [[ -n $command ]] || die "$readme has no test command (a \`\`\`sh block marked <!-- recipe: tests -->)"
+  [[ $command != *$'\n'* ]] || die "$readme's test command is more than one line: $command"
+  last=$(grep -v '^[[:space:]]*\(#\|$\)' "$ci" | tail -n 1)
+  [[ $last == "$command" ]] ||
+    die "$ci ends with '$last', not the README's test command '$command': CI must run exactly that"
+  echo "check-readme: $ci runs the README's test command: $command"
+  ;;
 extract)
   readme=$1 name=$2
   i=0
@@ -125,7 +138,7 @@ extract)
   ((i > 0)) || die "$readme has no block marked <!-- recipe: $name --> followed by a \`\`\`sh fence"
   ;;
 *)
-  echo "usage: check-readme.sh budget README MAX | tools README GPUINIT_MAN TOOL... | recipe README NAME PATH-DIR... | extract README NAME" >&2
+  echo "usage: check-readme.sh budget README MAX | tools README GPUINIT_MAN TOOL... | recipe README NAME PATH-DIR... | ci README CI_SCRIPT | extract README NAME" >&2
   exit 1
   ;;
 esac
