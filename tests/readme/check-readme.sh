@@ -90,6 +90,21 @@ recipe)
     chown 65534:65534 "$work"
     chmod 0755 "$work"
     user_prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+    # A build tree the user cannot reach (a checkout under /root): the same
+    # executables, copied where it can.
+    user_path=
+    n=0
+    for dir in "$@"; do
+      if ! "${user_prefix[@]}" test -x "$dir"; then
+        copy=$work/.bin$n
+        mkdir -m 0755 "$copy"
+        find -L "$dir/" -maxdepth 1 -type f -perm -u+x -exec cp -L {} "$copy/" \;
+        chmod -R a+rX "$copy"
+        dir=$copy
+      fi
+      user_path+="$(cd "$dir" && pwd):"
+      n=$((n + 1))
+    done
   fi
   i=0 ran=0 skipped=0
   while kind=$(block_kind "$readme" "$name" "$i") && [[ -n $kind ]]; do
@@ -98,8 +113,10 @@ recipe)
     echo "check-readme: recipe $name, block $i ($kind):"
     sed 's/^/  | /' "$work/.block$i.sh"
     prefix=()
+    block_path=$path
     if [[ $kind == user ]]; then
       prefix=("${user_prefix[@]}")
+      block_path=${user_path:-$path}
     elif [[ $(id -u) -ne 0 ]]; then
       echo "check-readme: SKIPPED recipe $name, block $i: it needs root" >&2
       skipped=$((skipped + 1))
@@ -107,7 +124,7 @@ recipe)
       continue
     fi
     status=0
-    (cd "$work" && env PATH="$path$PATH" "${prefix[@]}" sh -e "$work/.block$i.sh") || status=$?
+    (cd "$work" && env PATH="$block_path$PATH" "${prefix[@]}" sh -e "$work/.block$i.sh") || status=$?
     ((status == 0)) || die "recipe $name, block $i exited $status (its output is above)"
     ran=$((ran + 1))
     i=$((i + 1))
