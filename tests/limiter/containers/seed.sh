@@ -208,12 +208,12 @@ JSON
   cmp "$work/configs/$off.before" "$work/configs/$off.handed" ||
     fail "config.json changed without the switch"
 
-  # The seed's command, verbatim.
-  cat >"$work/seed-command" <<'CMD'
-docker run --runtime=nvidia -e NVIDIA_DRIVER_CAPABILITIES=all -e AMP_VGPU_ENABLE=1 \
-  -e GPU_MEM_PER_DEVICE=2000000000 -e GPU_UTIL_PER_DEVICE=50 -e NVIDIA_VISIBLE_DEVICES=1 \
-  -e AMP_USE_HOST_DAEMON=1 image_name
-CMD
+  # The seed's command, verbatim, as the README's container recipe gives it
+  # (<!-- recipe: containers -->): what the checks below expect is what it
+  # says, so a README that changes it fails here.
+  top=$(cd "$(dirname "$0")/../../.." && pwd)
+  "$top/tests/readme/check-readme.sh" extract "$top/README.md" containers >"$work/seed-command" ||
+    fail "the README's container recipe"
   # shellcheck source=/dev/null
   . "$work/seed-command" >"$work/seed.out" 2>"$work/seed.err" ||
     fail "the seed's command: $(cat "$work/seed.err" "$work/seed.out")"

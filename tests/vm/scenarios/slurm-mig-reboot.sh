@@ -1,5 +1,6 @@
 # A MIG layout that survives a reboot, on the Slurm node of slurm-mig: the
-# layout is declared (gpu=* mig=on gi=1g.10gb*3) and gpu-mig.service enabled;
+# layout is declared (gpu=* mig=on gi=1g.10gb*3) and gpu-mig.service enabled
+# by the README's Slurm recipe, word for word (setup/);
 # the stand-in driver loads with MIG on and no instances, as a reboot leaves
 # a MIG GPU. The boot's gpu-mig.service makes the six instances through the
 # guest's nvidia-smi (the stand-in, in its driver mode) and syncs (cap nodes,
@@ -117,9 +118,10 @@ cat $ctl
 grep -qx 'gpu 0 mig 1 1' $ctl || fail "GPU 0's MIG mode is not on"
 check_made boot
 
-# gres.conf by gpu-mig gres, accepted by its check; the type is the
-# driver's model and the profile.
-gpu-mig gres --node "$node" >/etc/slurm/gres.conf
+# gres.conf by the README's step (setup/slurm-mig-reboot.sh put it in
+# /root), accepted by gpu-mig's check; the type is the driver's model and
+# the profile.
+sh -e /root/recipe-slurm-gres.sh || fail "the README's gres.conf step (recipe slurm-gres) failed"
 cat /etc/slurm/gres.conf
 [ "$(grep -c '^NodeName=.*MultipleFiles=' /etc/slurm/gres.conf)" = 6 ] || fail "gres.conf does not list 6 instances"
 gpu-mig gres --check /etc/slurm/gres.conf || fail "gpu-mig gres --check finds its own gres.conf differs"

@@ -23,6 +23,13 @@ sed -i 's/^After=.*/& multi-user.target/' "$tree/etc/systemd/system/gpuinit-vmte
 
 add_standin_nvidia_smi "$tree"
 
-printf '# Every GPU: three 1g.10gb instances, each with its full-size CI.\ngpu=* mig=on gi=1g.10gb*3\n' \
-  >"$tree/etc/gpu-mig-layout.conf"
-chroot "$tree" systemctl enable gpu-restriction.service gpu-mig.service
+# The README's Slurm recipe, word for word: its layout and gpu-mig.service
+# enabled here (slurm-layout), its gres.conf step (slurm-gres) run by the
+# scenario once the boot has made the instances.
+# shellcheck disable=SC2154 # $here comes from run-vm-test.sh
+"$here/../readme/check-readme.sh" extract "$here/../../README.md" slurm-layout >"$tree/root/recipe.sh"
+chroot "$tree" sh -e /root/recipe.sh
+rm "$tree/root/recipe.sh"
+"$here/../readme/check-readme.sh" extract "$here/../../README.md" slurm-gres \
+  >"$tree/root/recipe-slurm-gres.sh"
+chroot "$tree" systemctl enable gpu-restriction.service

@@ -3,10 +3,15 @@
 # boots.
 # shellcheck disable=SC2154
 # The project's SysV script, which the package registered disabled, enabled
-# as the admin does (the account its PERSIST_ARGS name is the postinst's),
-# and four stand-in GPUs that take 300 ms each to initialize, from
-# modprobe.d as a machine would set them.
-chroot "$tree" update-rc.d gpu-restriction enable
+# as the README's workstation recipe for SysV init says, word for word
+# (<!-- recipe: workstation-sysv -->; the account its PERSIST_ARGS name is
+# the postinst's), and four stand-in GPUs that take 300 ms each to
+# initialize, from modprobe.d as a machine would set them.
+# shellcheck disable=SC2154 # $here comes from run-vm-test.sh
+"$here/../readme/check-readme.sh" extract "$here/../../README.md" workstation-sysv \
+  >"$tree/root/recipe.sh"
+chroot "$tree" sh -e /root/recipe.sh
+rm "$tree/root/recipe.sh"
 echo "options nvidia gpus=4 init_ms=300" >"$tree/etc/modprobe.d/gpuinit-vm.conf"
 # A stand-in for Slurm's node daemon, with slurmd's own LSB dependencies: it
 # records what a job scheduler would find at its start.
