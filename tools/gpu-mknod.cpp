@@ -31,28 +31,26 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 all done; 1 usage error; 2 partial (some GPU could not be\n"
-    "set up); 3 nothing could be done (driver not loaded, bad policy file);\n"
-    "4 --check: some node differs from the policy.\n";
+    "Exit status: 0 ok, 1 usage, 2 partial, 3 nothing could be done, 4 --check found differences, "
+    "5 not permitted, 6 busy (gpuinit(8)).\n";
 
-int exit_code_of(MknodStatus status) {
-    switch (status) {
-    case MknodStatus::Done:
-        return kMknodOk;
-    case MknodStatus::Partial:
-        return kMknodPartial;
-    case MknodStatus::NothingDone:
+int exit_code_of(const MknodOutcome& outcome, bool check) {
+    if (outcome.status == MknodStatus::NothingDone) {
+        switch (outcome.cause) {
+        case MknodCause::NotPermitted:
+            return kMknodNotPermitted;
+        case MknodCause::Busy:
+            return kMknodBusy;
+        case MknodCause::Other:
+            return kMknodNothingDone;
+        }
         return kMknodNothingDone;
     }
-    return kMknodNothingDone;
-}
-
-// --check: a clean run whose plan still has work in it is a difference.
-bool would_change(const MknodOutcome& outcome) {
-    const ReconcileResult& result = outcome.result;
-    return result.count(Change::Kind::Create) + result.count(Change::Kind::Repair) +
-               result.count(Change::Kind::Replace) + result.count(Change::Kind::Remove) >
-           0;
+    // A difference is what --check exists to find, so it outranks a partial read.
+    if (check && mknod_differs(outcome)) {
+        return kMknodCheckDiffers;
+    }
+    return outcome.status == MknodStatus::Partial ? kMknodPartial : kMknodOk;
 }
 
 int run(int argc, char** argv) {
@@ -127,10 +125,7 @@ int run(int argc, char** argv) {
         outcome.dry_run = options.dry_run;
         outcome.diagnostics.add(root.error());
     }
-    context.exit_code = exit_code_of(outcome.status);
-    if (check && context.exit_code == kMknodOk && would_change(outcome)) {
-        context.exit_code = kMknodCheckDiffers;
-    }
+    context.exit_code = exit_code_of(outcome, check);
     if (cli.common.json) {
         std::string json = render_mknod_json(outcome, context) + "\n";
         std::fwrite(json.data(), 1, json.size(), stdout);

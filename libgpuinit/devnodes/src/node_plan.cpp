@@ -32,17 +32,18 @@ void add_node(NodePlan& plan, const AccountDb& accounts, std::string name, unsig
         node.mode = 0600;
         std::string device = "/dev/" + node.name;
         if (!gid) {
-            diagnostics.error("group " + rule.group + " does not exist (" + node.subject +
-                                  ", rule from " + rule.origin + "): run 'groupadd " + rule.group +
-                                  "' and rerun; " + device + " stays root-only 0600",
-                              Location::of_device(device, rule.group));
+            diagnostics.add(Diagnostic{
+                Severity::Error, 0, kReasonNoAccount, Location::of_device(device, rule.group),
+                "group " + rule.group + " does not exist (" + node.subject + ", rule from " +
+                    rule.origin + "): run 'groupadd " + rule.group + "' and rerun; " + device +
+                    " stays root-only 0600"});
         }
         if (!uid) {
-            diagnostics.error("user " + rule.owner + " does not exist (" + node.subject +
-                                  ", rule from " + rule.origin +
-                                  "): create it or fix owner= and rerun; " + device +
-                                  " stays root-only 0600",
-                              Location::of_device(device));
+            diagnostics.add(Diagnostic{
+                Severity::Error, 0, kReasonNoAccount, Location::of_device(device),
+                "user " + rule.owner + " does not exist (" + node.subject + ", rule from " +
+                    rule.origin + "): create it or fix owner= and rerun; " + device +
+                    " stays root-only 0600"});
         }
     }
     plan.links.push_back({char_link_name(major, minor), "../" + node.name});

@@ -68,6 +68,10 @@ struct PlanRequest {
     std::optional<GpuSelector> device; // with Scope::Device
 };
 
+// Diagnostic::reason of a group or owner the policy names that does not
+// exist: the node is not what the policy says (a difference for --check).
+inline constexpr int kReasonNoAccount = 1;
+
 // Problems (a group that does not exist, a GPU that gets no node) go to
 // `diagnostics`; a name that does not resolve never widens access: the node
 // becomes root:root 0600.
