@@ -51,6 +51,10 @@ std::string apply_control(std::string_view value, Policy::Entry& entry) {
 }
 
 std::string apply_group(std::string_view value, Policy::Entry& entry) {
+    if (account_number(value)) {
+        entry.rule.group = value;
+        return {};
+    }
     std::string check(value);
     if (size_t at = check.find(kMinorPlaceholder); at != std::string::npos) {
         if (check.find(kMinorPlaceholder, at + 1) != std::string::npos) {
@@ -61,7 +65,8 @@ std::string apply_group(std::string_view value, Policy::Entry& entry) {
         check.replace(at, kMinorPlaceholder.size(), std::to_string(kMaxGpuMinor));
     }
     if (!valid_account_name(check)) {
-        return "group=" + shorten(value) + " is not a valid group name";
+        return "group=" + shorten(value) +
+               " is not a valid group name or gid (a number from 0 to 4294967294)";
     }
     entry.rule.group = value;
     return {};
@@ -77,8 +82,9 @@ std::string apply_mode(std::string_view value, Policy::Entry& entry) {
 }
 
 std::string apply_owner(std::string_view value, Policy::Entry& entry) {
-    if (!valid_account_name(value)) {
-        return "owner=" + shorten(value) + " is not a valid user name";
+    if (!valid_account_name(value) && !account_number(value)) {
+        return "owner=" + shorten(value) +
+               " is not a valid user name or uid (a number from 0 to 4294967294)";
     }
     entry.rule.owner = value;
     return {};

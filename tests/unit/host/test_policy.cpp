@@ -59,6 +59,10 @@ TEST(Policy, BadLinesNameFileAndLine) {
         // {minor} once: nvidia{minor}{minor} would name a group per pair of digits.
         {"gpu=* group=nvidia{minor}{minor}\n", "conf:1: group=nvidia{minor}{minor}: {minor} may"},
         {"gpu=0 group=a group=b\n", "conf:1: group= given twice"},
+        {"gpu=0 group=0123\n", "conf:1: group=0123 is not a valid group name or gid"},
+        {"gpu=0 group=4294967295\n", "conf:1: group=4294967295 is not a valid group name or gid"},
+        {"gpu=0 group=a owner=01\n", "conf:1: owner=01 is not a valid user name or uid"},
+        {"gpu=* group={minor}\n", "conf:1: group={minor} is not a valid group name"},
     };
     for (const Case& c : cases) {
         auto policy = Policy::parse(c.text, "conf");
@@ -150,6 +154,18 @@ TEST(Policy, MigLeasesPerUserHasADefaultOfOne) {
         EXPECT_NE(refused.error().text().find("/etc/p.conf:"), std::string::npos)
             << refused.error().text();
     }
+}
+
+// A directory service's group the files do not hold: named by number.
+TEST(Policy, GroupsAndOwnersMayBeNumbers) {
+    auto policy = Policy::parse("gpu=0 group=4242 owner=1500 mode=0660\n"
+                                "control=nvidiactl group=0\n",
+                                "conf");
+    ASSERT_TRUE(policy) << policy.error().text();
+    AccessRule rule = policy->rule_for_gpu({0, "0000:17:00.0", ""});
+    EXPECT_EQ(rule.group, "4242");
+    EXPECT_EQ(rule.owner, "1500");
+    EXPECT_EQ(policy->rule_for_control("nvidiactl").group, "0");
 }
 
 } // namespace gpuinit
