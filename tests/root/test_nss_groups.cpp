@@ -6,6 +6,7 @@
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 namespace gpuinit {
 
 using testing::run_in_child;
+using testing::run_process;
 using testing::TempDir;
 
 namespace {
@@ -130,6 +132,45 @@ TEST(RootNss, AccountsAskNssOnlyOnTheRunningSystem) {
         return 0;
     });
     EXPECT_EQ(code, 0) << "step " << code << " failed (10-13: namespace setup)";
+}
+
+// gpu-mknod on the running system: a candidate policy naming that group for
+// nvidiactl is explained with the directory service's gid. --explain only
+// reads, and no NVIDIA GPU is needed for the control nodes; /proc/devices is
+// the driver's, for this namespace only.
+TEST(RootNss, GpuMknodExplainsAPolicyWithAGroupOnlyNssServes) {
+    GPUINIT_REQUIRE_ROOT();
+    if (!extrausers_installed()) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: libnss-extrausers is not installed "
+                        "(scripts/install-test-deps)";
+    }
+    TempDir dir;
+    std::ofstream(dir / "devices") << "Character devices:\n  1 mem\n195 nvidia\n"
+                                      "\nBlock devices:\n  8 sd\n";
+    std::ofstream(dir / "policy.conf") << "control=nvidiactl group=" << kGroup << " mode=0660\n";
+    std::string output;
+    int code = run_in_child(
+        [&] {
+            if (int failed = serve_through_nss(dir); failed != 0) {
+                return failed;
+            }
+            if (::mount((dir / "devices").c_str(), "/proc/devices", nullptr, MS_BIND, nullptr) !=
+                0) {
+                return 14;
+            }
+            std::string report;
+            int status = run_process(
+                {GPU_MKNOD_BIN, "--explain", "--json", "--policy", dir / "policy.conf"}, &report);
+            std::fwrite(report.data(), 1, report.size(), stdout);
+            return status == 0 ? 0 : 40;
+        },
+        &output);
+    EXPECT_EQ(code, 0) << "step " << code << "\n" << output;
+    EXPECT_NE(output.find("\"path\":\"/dev/nvidiactl\""), std::string::npos) << output;
+    EXPECT_NE(
+        output.find(std::string("\"group\":\"") + kGroup + "\",\"gid\":" + std::to_string(kGid)),
+        std::string::npos)
+        << output;
 }
 
 } // namespace gpuinit

@@ -216,7 +216,8 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
                                 error("the nvidia driver is not loaded: no 'nvidia' in " +
                                       root.display("proc/devices") + "; run gpu-modload first"));
         }
-        auto loaded = Policy::load(root);
+        auto loaded = options.policy_file.empty() ? Policy::load(root)
+                                                  : Policy::load_file(options.policy_file);
         if (!loaded) {
             Diagnostic why = loaded.error();
             why.message += "; nothing was changed";

@@ -168,4 +168,29 @@ TEST(Policy, GroupsAndOwnersMayBeNumbers) {
     EXPECT_EQ(policy->rule_for_control("nvidiactl").group, "0");
 }
 
+// A MIG rule whose GPU has no instance (MIG off, or none made yet) gives no
+// node anything: a warning, not an error, so the policy still loads.
+TEST(Policy, MigRuleForAGpuWithoutInstancesWarns) {
+    auto policy = Policy::parse("gpu=0 gi=7 group=a\n"
+                                "gpu=1 gi=7 group=b\n"
+                                "gpu=* gi=9 group=c\n"
+                                "gpu=0 group=d\n",
+                                "conf");
+    ASSERT_TRUE(policy) << policy.error().text();
+    std::vector<GpuIdentity> present = {{0, "0000:17:00.0", ""}, {1, "0000:27:00.0", ""}};
+    Diagnostics with_one;
+    policy->report_mig_without_instances(present, {1}, with_one);
+    ASSERT_EQ(with_one.items().size(), 1u);
+    EXPECT_EQ(with_one.items()[0].severity, Severity::Warning);
+    EXPECT_EQ(
+        with_one.items()[0].text().rfind("conf:1: MIG rule: no MIG instance on GPU 0 (MIG", 0), 0u)
+        << with_one.items()[0].text();
+    Diagnostics with_none;
+    policy->report_mig_without_instances(present, {}, with_none);
+    ASSERT_EQ(with_none.items().size(), 3u);
+    EXPECT_NE(with_none.items()[2].text().find("conf:3: MIG rule: no MIG instance on GPU 0, 1 ("),
+              std::string::npos)
+        << with_none.items()[2].text();
+}
+
 } // namespace gpuinit

@@ -21,6 +21,9 @@ struct MknodOptions {
     // pci.ids names for the GPUs (Machine::pci_names), for --verbose and --json;
     // never on the udev and boot path, where they would cost milliseconds.
     bool names = false;
+    // A candidate policy file (gpu-mknod --policy) instead of the root's
+    // etc/gpu-restriction.conf; "" for that.
+    std::string policy_file;
 };
 
 enum class MknodStatus {

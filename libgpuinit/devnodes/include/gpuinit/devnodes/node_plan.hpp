@@ -35,6 +35,11 @@ struct NodeSpec {
     std::string group;
     std::string subject; // "GPU 0 (0000:17:00.0)" or "control"
     std::string origin;  // the policy line, or "built-in default"
+    // The GPU the node belongs to (its /dev/nvidiaN, its MIG caps); none
+    // for control nodes and MIG config/monitor.
+    std::optional<unsigned> gpu_minor;
+    // The rule's owner or group does not exist: root:root 0600 instead.
+    bool unresolved = false;
 };
 
 struct LinkSpec {
