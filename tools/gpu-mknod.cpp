@@ -3,6 +3,7 @@
 #include "common/cli.hpp"
 #include "common/command.hpp"
 #include "common/exit_codes.hpp"
+#include "gpuinit/devnodes/explain.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
 #include "render/mknod_report.hpp"
 
@@ -14,11 +15,15 @@ namespace {
 
 constexpr const char* kUsage =
     "Usage: gpu-mknod [OPTION]...\n"
+    "       gpu-mknod --explain [GPU] [--policy FILE] [--json]\n"
     "Create or repair /dev/nvidia* with the owner, group and mode that\n"
     "/etc/gpu-restriction.conf gives each GPU (default: /dev/nvidiaN is\n"
     "root:nvidiaN 0660, control nodes root:root 0666).\n"
     "\n"
     "  -r, --root DIR       work on the machine tree under DIR (default /)\n"
+    "      --policy FILE    with --check, --dry-run or --explain: use the candidate\n"
+    "                       FILE instead of /etc/gpu-restriction.conf\n"
+    "      --explain [GPU]  who can open each node, and which policy line says so\n"
     "  -n, --dry-run        print the plan, change nothing\n"
     "      --check          as --dry-run, and exit 4 if anything would change\n"
     "  -d, --device GPU     only this GPU (minor, PCI address or UUID), for udev\n"
@@ -31,41 +36,42 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 all done; 1 usage error; 2 partial (some GPU could not be\n"
-    "set up); 3 nothing could be done (driver not loaded, bad policy file);\n"
-    "4 --check: some node differs from the policy.\n";
+    "Exit status: 0 ok, 1 usage, 2 partial, 3 nothing could be done, 4 --check found differences, "
+    "5 not permitted, 6 busy (gpuinit(8)).\n";
 
-int exit_code_of(MknodStatus status) {
-    switch (status) {
-    case MknodStatus::Done:
-        return kMknodOk;
-    case MknodStatus::Partial:
-        return kMknodPartial;
-    case MknodStatus::NothingDone:
+int exit_code_of(const MknodOutcome& outcome, bool check) {
+    if (outcome.status == MknodStatus::NothingDone) {
+        switch (outcome.cause) {
+        case MknodCause::NotPermitted:
+            return kMknodNotPermitted;
+        case MknodCause::Busy:
+            return kMknodBusy;
+        case MknodCause::Other:
+            return kMknodNothingDone;
+        }
         return kMknodNothingDone;
     }
-    return kMknodNothingDone;
-}
-
-// --check: a clean run whose plan still has work in it is a difference.
-bool would_change(const MknodOutcome& outcome) {
-    const ReconcileResult& result = outcome.result;
-    return result.count(Change::Kind::Create) + result.count(Change::Kind::Repair) +
-               result.count(Change::Kind::Replace) + result.count(Change::Kind::Remove) >
-           0;
+    // A difference is what --check exists to find, so it outranks a partial read.
+    if (check && mknod_differs(outcome)) {
+        return kMknodCheckDiffers;
+    }
+    return outcome.status == MknodStatus::Partial ? kMknodPartial : kMknodOk;
 }
 
 int run(int argc, char** argv) {
-    enum { kOptRemove = 256, kOptCheck, kOptMig };
+    enum { kOptRemove = 256, kOptCheck, kOptMig, kOptPolicy, kOptExplain };
     Cli cli("gpu-mknod", kUsage, kMknodUsage);
     cli.add_options("nd:c", {{"dry-run", no_argument, nullptr, 'n'},
                              {"device", required_argument, nullptr, 'd'},
                              {"control", no_argument, nullptr, 'c'},
                              {"remove", no_argument, nullptr, kOptRemove},
                              {"check", no_argument, nullptr, kOptCheck},
-                             {"mig", no_argument, nullptr, kOptMig}});
+                             {"mig", no_argument, nullptr, kOptMig},
+                             {"policy", required_argument, nullptr, kOptPolicy},
+                             {"explain", no_argument, nullptr, kOptExplain}});
     MknodOptions options;
     bool check = false;
+    bool explain = false;
     for (int opt = cli.next(argc, argv); opt != -1; opt = cli.next(argc, argv)) {
         switch (opt) {
         case 'n':
@@ -102,6 +108,15 @@ int run(int argc, char** argv) {
             check = true;
             options.dry_run = true;
             break;
+        case kOptPolicy:
+            if (*optarg == '\0') {
+                return cli.usage_error("--policy needs a file name");
+            }
+            options.policy_file = optarg;
+            break;
+        case kOptExplain:
+            explain = true;
+            break;
         default:
             return cli.usage_error("unknown option");
         }
@@ -109,9 +124,26 @@ int run(int argc, char** argv) {
     if (cli.must_exit()) {
         return cli.exit_code();
     }
+    std::optional<GpuSelector> explained;
+    if (explain && optind < argc) {
+        auto selector = GpuSelector::parse(argv[optind++]);
+        if (!selector) {
+            return cli.usage_error("--explain: " + selector.error().message);
+        }
+        explained = std::move(*selector);
+    }
     if (optind < argc) {
         return cli.usage_error("unexpected argument");
     }
+    if (explain && (check || options.remove || options.request.scope != PlanRequest::Scope::All)) {
+        return cli.usage_error("--explain takes a GPU of its own, and no --check, --device, "
+                               "--control, --mig or --remove");
+    }
+    if (!options.policy_file.empty() && !options.dry_run && !explain) {
+        return cli.usage_error("--policy only tries a candidate: add --check or --dry-run (to "
+                               "apply it, install it as /etc/gpu-restriction.conf)");
+    }
+    options.dry_run = options.dry_run || explain;
     if (options.remove && options.request.scope != PlanRequest::Scope::Device) {
         return cli.usage_error("--remove needs --device");
     }
@@ -119,19 +151,28 @@ int run(int argc, char** argv) {
     options.names = cli.common.json || cli.common.verbosity >= 1;
     MknodReportContext context{cli.common.root, kMknodNothingDone};
     MknodOutcome outcome;
+    std::optional<unsigned> explained_minor;
     if (auto root = Sysroot::open(cli.common.root)) {
         context.root_display = root->root();
         outcome = run_mknod(*root, options);
+        if (explained && outcome.status != MknodStatus::NothingDone) {
+            explained_minor = explain_gpu(outcome, *explained);
+        }
     } else {
         outcome.status = MknodStatus::NothingDone;
         outcome.dry_run = options.dry_run;
         outcome.diagnostics.add(root.error());
     }
-    context.exit_code = exit_code_of(outcome.status);
-    if (check && context.exit_code == kMknodOk && would_change(outcome)) {
-        context.exit_code = kMknodCheckDiffers;
-    }
-    if (cli.common.json) {
+    context.exit_code = exit_code_of(outcome, check);
+    if (explain) {
+        auto nodes = explain_nodes(outcome, explained_minor);
+        if (cli.common.json) {
+            std::string json = render_explain_json(outcome, nodes, context) + "\n";
+            std::fwrite(json.data(), 1, json.size(), stdout);
+        } else {
+            emit(render_explain_text(outcome, nodes, context, cli.common.verbosity));
+        }
+    } else if (cli.common.json) {
         std::string json = render_mknod_json(outcome, context) + "\n";
         std::fwrite(json.data(), 1, json.size(), stdout);
     } else {

@@ -165,6 +165,44 @@ TEST(RootReconcile, CheckExitsFourOnADifferenceAndChangesNothing) {
     EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check", "-q"}), 3);
 }
 
+// --check exits 4 for any difference, a missing group included: its node
+// would be root-only, not what the policy says (it was 2, "partial").
+TEST(RootReconcile, CheckExitsFourWhenAGroupDoesNotExist) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    FakeMachine machine = workstation(2);
+    ASSERT_TRUE(write_fixture(machine, dir.path()));
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Done);
+    std::ofstream(dir / "etc/gpu-restriction.conf") << "gpu=1 group=nosuchgroup\n";
+    ASSERT_EQ(apply(dir.path()).status, MknodStatus::Partial); // nvidia1 now root-only
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "--check"}, &output), 4) << output;
+    EXPECT_NE(output.find("group nosuchgroup does not exist"), std::string::npos) << output;
+    EXPECT_EQ(output.find("would repair"), std::string::npos) << output;
+    // Without --check, the run that leaves a node root-only is partial.
+    EXPECT_EQ(run_process({GPU_MKNOD_BIN, "--root", dir.path(), "-q"}), 2);
+}
+
+// Another run holding the lock past the wait: the outcome says busy, which
+// gpu-mknod exits 6 for.
+TEST(RootReconcile, ALockHeldPastTheWaitIsBusy) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    ASSERT_TRUE(write_fixture(workstation(1), dir.path()));
+    auto sysroot = Sysroot::open(dir.path());
+    ASSERT_TRUE(sysroot);
+    auto run = RunDir::open(*sysroot, true);
+    ASSERT_TRUE(run) << run.error().text();
+    auto held = run->lock(kMknodLock, std::chrono::milliseconds(0));
+    ASSERT_TRUE(held) << held.error().text();
+    MknodOptions options;
+    options.lock_wait = std::chrono::milliseconds(50);
+    MknodOutcome outcome = run_mknod(*sysroot, options);
+    EXPECT_EQ(outcome.status, MknodStatus::NothingDone) << outcome_text(outcome, 0);
+    EXPECT_EQ(outcome.cause, MknodCause::Busy) << outcome_text(outcome, 0);
+    EXPECT_FALSE(std::filesystem::exists(dir / "dev/nvidia0"));
+}
+
 TEST(RootReconcile, ReplacesWrongRdevAndWrongType) {
     GPUINIT_REQUIRE_ROOT();
     TempDir dir;
@@ -471,9 +509,20 @@ TEST(RootReconcile, WithoutPrivilegesNothingIsDoneAndNoLinkDangles) {
         }
         MknodOutcome outcome = apply(dir.path());
         bool says_root = outcome_text(outcome, 0).find("(run as root)") != std::string::npos;
+        if (outcome.cause != MknodCause::NotPermitted) {
+            return 102;
+        }
         return says_root ? static_cast<int>(outcome.status) : 101;
     });
     EXPECT_EQ(code, static_cast<int>(MknodStatus::NothingDone));
+    // gpu-mknod itself: exit 5, not permitted.
+    code = testing::run_in_child([&] {
+        if (!drop_privileges(65534, 65534, {})) {
+            return 100;
+        }
+        return run_process({GPU_MKNOD_BIN, "--root", dir.path(), "-q"});
+    });
+    EXPECT_EQ(code, 5);
     EXPECT_NE(::access((dir / "dev/nvidia0").c_str(), F_OK), 0);
     struct stat st {};
     EXPECT_NE(::lstat((dir / "dev/char/195:0").c_str(), &st), 0); // no dangling link

@@ -26,11 +26,13 @@ enum Exit : int {
 
 // gpu-mknod(8)
 enum MknodExit : int {
-    kMknodOk = 0,
-    kMknodUsage = 1,
-    kMknodPartial = 2,      // some GPU or node could not be set up
-    kMknodNothingDone = 3,  // driver not loaded, broken /proc, bad policy, lock not taken
-    kMknodCheckDiffers = 4, // --check: some node or link differs from the policy
+    kMknodOk = kExitOk,
+    kMknodUsage = kExitUsage,
+    kMknodPartial = kExitPartial,           // some GPU or node could not be set up
+    kMknodNothingDone = kExitFailed,        // driver not loaded, bad policy, unknown --device GPU
+    kMknodCheckDiffers = kExitDiffers,      // --check: a node differs, or a group does not exist
+    kMknodNotPermitted = kExitNotPermitted, // not root: every change refused
+    kMknodBusy = kExitBusy,                 // another run held the lock past the wait
 };
 
 // gpu-modload(8)

@@ -181,4 +181,66 @@ std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportCont
     return json.str();
 }
 
+Rendered render_explain_text(const MknodOutcome& outcome, const std::vector<NodeExplanation>& nodes,
+                             const MknodReportContext& context, int verbosity) {
+    Rendered rendered;
+    int width = 0;
+    for (const NodeExplanation& node : nodes) {
+        width = std::max(
+            width, static_cast<int>(dev_path(context.root_display, node.path.substr(5)).size()));
+    }
+    for (const NodeExplanation& node : nodes) {
+        if (verbosity < 0) {
+            break;
+        }
+        std::string path = dev_path(context.root_display, node.path.substr(5));
+        rendered.out += format("%-*s  %s:%s %s  owner %s, group %s, others %s  (%s)\n", width,
+                               path.c_str(), printable(node.owner).c_str(),
+                               printable(node.group).c_str(), format_mode(node.mode).c_str(),
+                               node.owner_access.c_str(), node.group_access.c_str(),
+                               node.other_access.c_str(), printable(node.decided_by).c_str());
+        if (node.root_only) {
+            rendered.out += format("%-*s  root-only: the group or owner %s names does not exist\n",
+                                   width, "", printable(node.decided_by).c_str());
+        }
+        if (!node.now.empty()) {
+            rendered.out += format("%-*s  now: %s\n", width, "", printable(node.now).c_str());
+        }
+    }
+    render_diagnostics("gpu-mknod", outcome.diagnostics, verbosity, rendered);
+    return rendered;
+}
+
+std::string render_explain_json(const MknodOutcome& outcome,
+                                const std::vector<NodeExplanation>& nodes,
+                                const MknodReportContext& context) {
+    JsonWriter json;
+    json.begin_object();
+    json.key("root").value(context.root_display);
+    json.key("exit_code").value(context.exit_code);
+    json.key("nodes").begin_array();
+    for (const NodeExplanation& node : nodes) {
+        json.begin_object();
+        json.key("path").value(node.path);
+        json.key("subject").value(node.subject);
+        json.key("owner").value(node.owner);
+        json.key("uid").value(static_cast<uint64_t>(node.uid));
+        json.key("group").value(node.group);
+        json.key("gid").value(static_cast<uint64_t>(node.gid));
+        json.key("mode").value(format_mode(node.mode));
+        json.key("owner_access").value(node.owner_access);
+        json.key("group_access").value(node.group_access);
+        json.key("other_access").value(node.other_access);
+        json.key("decided_by").value(node.decided_by);
+        json.key("root_only").value(node.root_only);
+        json.key("now").value(node.now);
+        json.end_object();
+    }
+    json.end_array();
+    json.key("problems");
+    write_diagnostics_json(json, outcome.diagnostics);
+    json.end_object();
+    return json.str();
+}
+
 } // namespace gpuinit::tools

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/report.hpp"
+#include "gpuinit/devnodes/explain.hpp"
 #include "gpuinit/devnodes/mknod.hpp"
 
 #include <string>
@@ -22,5 +23,13 @@ std::string render_mknod_json(const MknodOutcome& outcome, const MknodReportCont
 // The same object, as a value inside a larger document (gpu-mig sync's).
 void write_mknod_json(JsonWriter& json, const MknodOutcome& outcome,
                       const MknodReportContext& context);
+
+// --explain: one line per node (who can open it, and the policy line that
+// says so), an indented "now:" line where /dev differs from that.
+Rendered render_explain_text(const MknodOutcome& outcome, const std::vector<NodeExplanation>& nodes,
+                             const MknodReportContext& context, int verbosity);
+std::string render_explain_json(const MknodOutcome& outcome,
+                                const std::vector<NodeExplanation>& nodes,
+                                const MknodReportContext& context);
 
 } // namespace gpuinit::tools

@@ -3,9 +3,11 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/devnodes/gpu_records.hpp"
 #include "gpuinit/host/accounts.hpp"
+#include "gpuinit/host/gpu_information.hpp"
 #include "gpuinit/host/policy.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -14,8 +16,15 @@ namespace gpuinit {
 
 namespace {
 
+bool refused(int code) {
+    return code == EPERM || code == EACCES;
+}
+
 MknodOutcome nothing_done(MknodOutcome outcome, Diagnostic why) {
     outcome.status = MknodStatus::NothingDone;
+    if (refused(why.code)) {
+        outcome.cause = MknodCause::NotPermitted;
+    }
     why.severity = Severity::Error;
     outcome.diagnostics.add(std::move(why));
     return outcome;
@@ -29,6 +38,14 @@ void finish(MknodOutcome& outcome) {
                        result.count(Change::Kind::Remove);
     if (failed > 0 && failed == attempted && result.count(Change::Kind::Unchanged) == 0) {
         outcome.status = MknodStatus::NothingDone;
+        // Every change the kernel refused: not root (or not a root that may).
+        bool all_refused = true;
+        for (const Diagnostic& problem : outcome.diagnostics.items()) {
+            if (problem.severity == Severity::Error && problem.code != 0) {
+                all_refused = all_refused && refused(problem.code);
+            }
+        }
+        outcome.cause = all_refused ? MknodCause::NotPermitted : MknodCause::Other;
     } else if (failed > 0 || outcome.diagnostics.has_errors()) {
         outcome.status = MknodStatus::Partial;
     }
@@ -49,6 +66,22 @@ PciNeed pci_need(const MknodOptions& options) {
         return {PciNeed::Scope::None, {}, options.names};
     }
     return {PciNeed::Scope::All, {}, options.names};
+}
+
+// --device for a GPU the driver does not list and PCI does not show: one
+// error, and nothing to plan.
+bool names_a_gpu(const Machine& machine, const GpuSelector& device) {
+    for (const Gpu& gpu : machine.gpus) {
+        if (device.matches(gpu.identity())) {
+            return true;
+        }
+    }
+    for (const UnusableGpu& gpu : machine.unusable) {
+        if (device.matches(GpuIdentity{kMaxGpuMinor + 1, gpu.bdf, {}})) {
+            return true;
+        }
+    }
+    return false;
 }
 
 // Returns the minor whose nodes were removed (or found already gone), so its
@@ -183,13 +216,21 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
                                 error("the nvidia driver is not loaded: no 'nvidia' in " +
                                       root.display("proc/devices") + "; run gpu-modload first"));
         }
-        auto loaded = Policy::load(root);
+        auto loaded = options.policy_file.empty() ? Policy::load(root)
+                                                  : Policy::load_file(options.policy_file);
         if (!loaded) {
             Diagnostic why = loaded.error();
             why.message += "; nothing was changed";
             return nothing_done(std::move(outcome), std::move(why));
         }
         policy = std::move(*loaded);
+        if (options.request.scope == PlanRequest::Scope::Device &&
+            !names_a_gpu(outcome.machine, *options.request.device)) {
+            Diagnostic unknown = error("no NVIDIA GPU " + options.request.device->text() +
+                                       " (check /proc/driver/nvidia/gpus and lspci -d 10de:)");
+            unknown.where.device = options.request.device->text();
+            return nothing_done(std::move(outcome), std::move(unknown));
+        }
         auto db = AccountDb::load(root, outcome.diagnostics);
         if (!db) {
             return nothing_done(std::move(outcome), db.error());
@@ -209,7 +250,10 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
         run = std::move(*opened);
         auto locked = run->lock(kMknodLock, options.lock_wait);
         if (!locked) {
-            return nothing_done(std::move(outcome), locked.error());
+            bool busy = locked.error().code == ETIMEDOUT;
+            outcome = nothing_done(std::move(outcome), locked.error());
+            outcome.cause = busy ? MknodCause::Busy : outcome.cause;
+            return outcome;
         }
         lock = std::move(*locked);
     } else if (auto opened = RunDir::open(root, false); opened) {
@@ -234,6 +278,21 @@ MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options) {
     }
     finish(outcome);
     return outcome;
+}
+
+bool mknod_differs(const MknodOutcome& outcome) {
+    const ReconcileResult& result = outcome.result;
+    if (result.count(Change::Kind::Create) + result.count(Change::Kind::Repair) +
+            result.count(Change::Kind::Replace) + result.count(Change::Kind::Remove) >
+        0) {
+        return true;
+    }
+    for (const Diagnostic& problem : outcome.diagnostics.items()) {
+        if (problem.reason == kReasonNoAccount) {
+            return true;
+        }
+    }
+    return false;
 }
 
 } // namespace gpuinit

@@ -30,19 +30,21 @@ void add_node(NodePlan& plan, const AccountDb& accounts, std::string name, unsig
         node.owner = "root";
         node.group = "root";
         node.mode = 0600;
+        node.unresolved = true;
         std::string device = "/dev/" + node.name;
         if (!gid) {
-            diagnostics.error("group " + rule.group + " does not exist (" + node.subject +
-                                  ", rule from " + rule.origin + "): run 'groupadd " + rule.group +
-                                  "' and rerun; " + device + " stays root-only 0600",
-                              Location::of_device(device, rule.group));
+            diagnostics.add(Diagnostic{
+                Severity::Error, 0, kReasonNoAccount, Location::of_device(device, rule.group),
+                "group " + rule.group + " does not exist (" + node.subject + ", rule from " +
+                    rule.origin + "): run 'groupadd " + rule.group + "' and rerun; " + device +
+                    " stays root-only 0600"});
         }
         if (!uid) {
-            diagnostics.error("user " + rule.owner + " does not exist (" + node.subject +
-                                  ", rule from " + rule.origin +
-                                  "): create it or fix owner= and rerun; " + device +
-                                  " stays root-only 0600",
-                              Location::of_device(device));
+            diagnostics.add(Diagnostic{
+                Severity::Error, 0, kReasonNoAccount, Location::of_device(device),
+                "user " + rule.owner + " does not exist (" + node.subject + ", rule from " +
+                    rule.origin + "): create it or fix owner= and rerun; " + device +
+                    " stays root-only 0600"});
         }
     }
     plan.links.push_back({char_link_name(major, minor), "../" + node.name});
@@ -65,6 +67,7 @@ void plan_gpus(NodePlan& plan, const Machine& machine, const Policy& policy,
         AccessRule rule = policy.rule_for_gpu(gpu.identity());
         add_node(plan, accounts, gpu_node_name(gpu.minor), *machine.nvidia_major, gpu.minor, rule,
                  gpu.subject(), diagnostics);
+        plan.nodes.back().gpu_minor = gpu.minor;
     }
     for (const UnusableGpu& gpu : machine.unusable) {
         // Only a PCI address names a GPU without a minor.
@@ -135,6 +138,9 @@ void plan_mig(NodePlan& plan, const Machine& machine, const Policy& policy,
         }
         add_node(plan, accounts, cap_node_name(cap.minor), major, cap.minor, *rule, subject,
                  diagnostics);
+        if (cap.kind == MigCap::Kind::GpuInstance || cap.kind == MigCap::Kind::ComputeInstance) {
+            plan.nodes.back().gpu_minor = cap.gpu_minor;
+        }
         if (cap.modify) {
             plan.modify_off.push_back(cap.access);
         }
@@ -183,6 +189,13 @@ NodePlan plan_nodes(const Machine& machine, const Policy& policy, const AccountD
             present.push_back(gpu.identity());
         }
         policy.report_unmatched(present, diagnostics);
+        std::vector<unsigned> with_instances;
+        for (const MigCap& cap : machine.mig.caps) {
+            if (cap.kind == MigCap::Kind::GpuInstance) {
+                with_instances.push_back(cap.gpu_minor);
+            }
+        }
+        policy.report_mig_without_instances(present, with_instances, diagnostics);
     }
     if (!plan.nodes.empty()) {
         plan.dirs.push_back(DirSpec{""});

@@ -1,8 +1,15 @@
 #include "gpuinit/host/accounts.hpp"
 
+#include "gpuinit/base/process.hpp"
 #include "gpuinit/base/text.hpp"
+#include "gpuinit/base/unique_fd.hpp"
 
 #include <cerrno>
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifndef GPUINIT_USE_NSS
 #define GPUINIT_USE_NSS 0
@@ -44,7 +51,110 @@ std::optional<unsigned> nss_user(const std::string& name) {
 }
 #endif
 
+// getent's answer: "name:password:id:..."; the id of `name`, or nullopt.
+std::optional<unsigned> id_from_getent(std::string_view line, std::string_view name) {
+    if (!line.starts_with(name) || line.size() <= name.size() || line[name.size()] != ':') {
+        return std::nullopt;
+    }
+    size_t password_end = line.find(':', name.size() + 1);
+    if (password_end == std::string_view::npos) {
+        return std::nullopt;
+    }
+    size_t id_end = line.find_first_of(":\n", password_end + 1);
+    if (id_end == std::string_view::npos) {
+        return std::nullopt;
+    }
+    auto id = parse_decimal(line.substr(password_end + 1, id_end - password_end - 1), kMaxId);
+    if (!id) {
+        return std::nullopt;
+    }
+    return static_cast<unsigned>(*id);
+}
+
 } // namespace
+
+std::optional<unsigned> getent_id(const std::string& program, std::string_view database,
+                                  std::string_view name, std::chrono::milliseconds timeout) {
+    // What getent prints up to the id fits in this; a group with many
+    // members is cut there, and the rest is not needed.
+    constexpr size_t kMaxAnswer = 4096;
+    int fds[2];
+    if (name.empty() || ::pipe2(fds, O_CLOEXEC) != 0) {
+        return std::nullopt;
+    }
+    UniqueFd read_end(fds[0]);
+    UniqueFd write_end(fds[1]);
+    std::string database_arg(database);
+    std::string name_arg(name);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+        return std::nullopt;
+    }
+    if (pid == 0) {
+        // The tools are single-threaded here, so the child may allocate
+        // before the exec. "--": a name starting with '-' is not an option.
+        int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || ::dup2(null, STDIN_FILENO) < 0 ||
+            ::dup2(write_end.get(), STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) {
+            ::_exit(127);
+        }
+        char getent[] = "getent";
+        char end_of_options[] = "--";
+        char* argv[] = {getent, database_arg.data(), end_of_options, name_arg.data(), nullptr};
+        char* envp[] = {nullptr};
+        (void)exec_trusted_program(program, argv, envp);
+        ::_exit(127);
+    }
+    write_end.reset();
+    std::string answer;
+    bool finished = false;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (answer.size() < kMaxAnswer) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        struct pollfd ready = {read_end.get(), POLLIN, 0};
+        int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
+        if (polled < 0 && errno == EINTR) {
+            continue;
+        }
+        if (polled <= 0) {
+            break; // late: killed below, and its answer not taken
+        }
+        char buffer[512];
+        ssize_t got = ::read(read_end.get(), buffer, sizeof buffer);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            finished = true;
+            break;
+        }
+        answer.append(buffer, static_cast<size_t>(got));
+    }
+    bool cut = !finished && answer.size() >= kMaxAnswer;
+    if (!finished) {
+        ::kill(pid, SIGKILL);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    bool succeeded = finished && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!succeeded && !cut) {
+        return std::nullopt;
+    }
+    return id_from_getent(answer, name);
+}
+
+std::optional<unsigned> account_number(std::string_view name) {
+    if (name.empty() || (name.size() > 1 && name.front() == '0')) {
+        return std::nullopt;
+    }
+    auto id = parse_decimal(name, kMaxId);
+    if (!id) {
+        return std::nullopt;
+    }
+    return static_cast<unsigned>(*id);
+}
 
 bool valid_account_name(std::string_view name) {
     if (name.empty() || name.size() > 256) {
@@ -77,7 +187,8 @@ Result<AccountDb> AccountDb::load(const Sysroot& root, Diagnostics& diagnostics)
             return failed;
         }
     }
-    db.use_nss_ = GPUINIT_USE_NSS && root.is_host();
+    // Never under another root: its names are its own files' alone.
+    db.use_nss_ = root.is_host();
     return db;
 }
 
@@ -130,16 +241,17 @@ void AccountDb::parse_line(std::string_view line, std::string_view source, size_
 }
 
 std::optional<gid_t> AccountDb::group(std::string_view name) const {
+    if (auto gid = account_number(name)) {
+        return static_cast<gid_t>(*gid);
+    }
     if (auto it = groups_.find(std::string(name)); it != groups_.end()) {
         return static_cast<gid_t>(it->second);
     }
-#if GPUINIT_USE_NSS
     if (use_nss_) {
-        if (auto gid = nss_group(std::string(name))) {
+        if (auto gid = ask_nss(true, name)) {
             return static_cast<gid_t>(*gid);
         }
     }
-#endif
     if (name == "root") {
         return 0;
     }
@@ -147,20 +259,37 @@ std::optional<gid_t> AccountDb::group(std::string_view name) const {
 }
 
 std::optional<uid_t> AccountDb::user(std::string_view name) const {
+    if (auto uid = account_number(name)) {
+        return static_cast<uid_t>(*uid);
+    }
     if (auto it = users_.find(std::string(name)); it != users_.end()) {
         return static_cast<uid_t>(it->second);
     }
-#if GPUINIT_USE_NSS
     if (use_nss_) {
-        if (auto uid = nss_user(std::string(name))) {
+        if (auto uid = ask_nss(false, name)) {
             return static_cast<uid_t>(*uid);
         }
     }
-#endif
     if (name == "root") {
         return 0;
     }
     return std::nullopt;
+}
+
+std::optional<unsigned> AccountDb::ask_nss(bool is_group, std::string_view name) const {
+    auto& cache = nss_cache_[is_group ? 1 : 0];
+    std::string key(name);
+    if (auto it = cache.find(key); it != cache.end()) {
+        return it->second;
+    }
+#if GPUINIT_USE_NSS
+    std::optional<unsigned> id = is_group ? nss_group(key) : nss_user(key);
+#else
+    std::optional<unsigned> id =
+        getent_id(std::string(kGetentPath), is_group ? "group" : "passwd", name, kGetentTimeout);
+#endif
+    cache.emplace(std::move(key), id);
+    return id;
 }
 
 std::optional<gid_t> AccountDb::primary_group(std::string_view user) const {

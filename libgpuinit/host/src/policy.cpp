@@ -4,7 +4,10 @@
 #include "gpuinit/host/accounts.hpp"
 #include "gpuinit/host/gpu_information.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 namespace gpuinit {
 
@@ -51,6 +54,10 @@ std::string apply_control(std::string_view value, Policy::Entry& entry) {
 }
 
 std::string apply_group(std::string_view value, Policy::Entry& entry) {
+    if (account_number(value)) {
+        entry.rule.group = value;
+        return {};
+    }
     std::string check(value);
     if (size_t at = check.find(kMinorPlaceholder); at != std::string::npos) {
         if (check.find(kMinorPlaceholder, at + 1) != std::string::npos) {
@@ -61,7 +68,8 @@ std::string apply_group(std::string_view value, Policy::Entry& entry) {
         check.replace(at, kMinorPlaceholder.size(), std::to_string(kMaxGpuMinor));
     }
     if (!valid_account_name(check)) {
-        return "group=" + shorten(value) + " is not a valid group name";
+        return "group=" + shorten(value) +
+               " is not a valid group name or gid (a number from 0 to 4294967294)";
     }
     entry.rule.group = value;
     return {};
@@ -77,8 +85,9 @@ std::string apply_mode(std::string_view value, Policy::Entry& entry) {
 }
 
 std::string apply_owner(std::string_view value, Policy::Entry& entry) {
-    if (!valid_account_name(value)) {
-        return "owner=" + shorten(value) + " is not a valid user name";
+    if (!valid_account_name(value) && !account_number(value)) {
+        return "owner=" + shorten(value) +
+               " is not a valid user name or uid (a number from 0 to 4294967294)";
     }
     entry.rule.owner = value;
     return {};
@@ -288,6 +297,26 @@ Result<Policy> Policy::load(const Sysroot& root) {
     return parse(*text, root.display(kPolicyPath));
 }
 
+Result<Policy> Policy::load_file(const std::string& path) {
+    // O_NONBLOCK: a FIFO planted at the path must not hang the check.
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd.valid()) {
+        return errno_error("cannot open the policy " + path);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+        return errno_error("cannot stat the policy " + path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return error("the policy " + path + " is not a regular file", EINVAL);
+    }
+    auto text = read_all(fd.get(), kMaxPolicyBytes, path);
+    if (!text) {
+        return text.error();
+    }
+    return parse(*text, path);
+}
+
 AccessRule Policy::rule_for_gpu(const GpuIdentity& gpu) const {
     const Entry* best = nullptr;
     int best_rank = 0;
@@ -367,6 +396,35 @@ void Policy::report_unmatched(const std::vector<GpuIdentity>& present,
         if (!matched) {
             diagnostics.warning("gpu=" + entry.gpu->text() +
                                     " matches no GPU the driver has; check the rule",
+                                Location::in_file(source_, entry.line));
+        }
+    }
+}
+
+void Policy::report_mig_without_instances(const std::vector<GpuIdentity>& present,
+                                          const std::vector<unsigned>& with_instances,
+                                          Diagnostics& diagnostics) const {
+    for (const Entry& entry : entries_) {
+        if (!is_mig_rule(entry)) {
+            continue;
+        }
+        std::string without;
+        bool any_with = false;
+        for (const GpuIdentity& gpu : present) {
+            if (specificity(entry, gpu) == 0) {
+                continue;
+            }
+            bool has = std::find(with_instances.begin(), with_instances.end(), gpu.minor) !=
+                       with_instances.end();
+            any_with = any_with || has;
+            if (!has) {
+                without += (without.empty() ? "" : ", ") + std::to_string(gpu.minor);
+            }
+        }
+        if (!any_with && !without.empty()) {
+            diagnostics.warning("MIG rule: no MIG instance on GPU " + without +
+                                    " (MIG is off, or none was made yet), so the rule applies to"
+                                    " nothing now; check gpu= and gi=",
                                 Location::in_file(source_, entry.line));
         }
     }

@@ -335,8 +335,11 @@ TEST(MknodPlan, DeviceAndControlScopes) {
     EXPECT_EQ(by_minor.plan.nodes[0].name, "nvidia3");
     MknodOutcome control = dry_run(machine, dir, {PlanRequest::Scope::Control, {}});
     EXPECT_EQ(control.plan.nodes.size(), 3u);
+    // A GPU that is not there: nothing to plan, one error (gpu-mknod exits 3).
     MknodOutcome missing = dry_run(machine, dir, device("9"));
-    EXPECT_EQ(missing.status, MknodStatus::Partial);
+    EXPECT_EQ(missing.status, MknodStatus::NothingDone);
+    EXPECT_EQ(missing.diagnostics.count(Severity::Error), 1u);
+    EXPECT_TRUE(missing.plan.nodes.empty());
     MknodOutcome by_uuid = dry_run(machine, dir, device(testing::fake_uuid(1).c_str()));
     ASSERT_EQ(by_uuid.plan.nodes.size(), 1u);
     EXPECT_EQ(by_uuid.plan.nodes[0].name, "nvidia1");

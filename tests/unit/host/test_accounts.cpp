@@ -1,4 +1,5 @@
 #include "gpuinit/host/accounts.hpp"
+#include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <fcntl.h>
@@ -80,6 +81,52 @@ TEST(Accounts, NameValidation) {
     EXPECT_FALSE(valid_account_name("1234"));
     EXPECT_FALSE(valid_account_name("a:b"));
     EXPECT_FALSE(valid_account_name("a\nb"));
+}
+
+// A group from a directory service (LDAP, SSSD) that the files do not hold
+// can be named by its gid: an all-digit name is the number itself, and is
+// never looked up.
+TEST(Accounts, AnAllDigitNameIsTheIdItself) {
+    Diagnostics diagnostics;
+    AccountDb db =
+        AccountDb::from_text("root:x:0:0::/root:/bin/sh\n", "video:x:44:\n", diagnostics);
+    EXPECT_EQ(db.group("4242"), std::optional<gid_t>(4242));
+    EXPECT_EQ(db.group("0"), std::optional<gid_t>(0));
+    EXPECT_EQ(db.user("1500"), std::optional<uid_t>(1500));
+    EXPECT_EQ(db.group("4294967294"), std::optional<gid_t>(4294967294u));
+    // (gid_t)-1 means "leave it" to chown; a leading zero reads as octal elsewhere.
+    EXPECT_EQ(db.group("4294967295"), std::nullopt);
+    EXPECT_EQ(db.group("044"), std::nullopt);
+    EXPECT_EQ(account_number("12a"), std::nullopt);
+    EXPECT_EQ(account_number(""), std::nullopt);
+    EXPECT_EQ(db.group("video"), std::optional<gid_t>(44));
+}
+
+// The static build's way to names only NSS serves: getent, trusted only
+// when root's alone, its one line parsed, never waited on without bound.
+TEST(Accounts, GetentIsAskedOnlyWhenTrustedAndAnswersOneId) {
+    std::string getent(kGetentPath);
+    if (::access(getent.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: no " << getent << " (libc-bin)";
+    }
+    EXPECT_EQ(getent_id(getent, "group", "root", kGetentTimeout), std::optional<unsigned>(0));
+    EXPECT_EQ(getent_id(getent, "passwd", "root", kGetentTimeout), std::optional<unsigned>(0));
+    EXPECT_EQ(getent_id(getent, "group", "gpuinit-no-such-group", kGetentTimeout), std::nullopt);
+    EXPECT_EQ(getent_id(getent, "group", "", kGetentTimeout), std::nullopt);
+    // A program that never stops talking: cut off, not taken for an answer.
+    EXPECT_EQ(getent_id("/usr/bin/yes", "group", "root", kGetentTimeout), std::nullopt);
+
+    // A copy others could have written is not run.
+    TempDir dir;
+    std::string copy = dir / "getent";
+    ASSERT_EQ(testing::run_process({"/bin/cp", getent, copy}), 0);
+    ASSERT_EQ(::chmod(copy.c_str(), 0777), 0);
+    EXPECT_EQ(getent_id(copy, "group", "root", kGetentTimeout), std::nullopt);
+    if (::geteuid() == 0) {
+        ASSERT_EQ(::chmod(copy.c_str(), 0755), 0);
+        ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+        EXPECT_EQ(getent_id(copy, "group", "root", kGetentTimeout), std::optional<unsigned>(0));
+    }
 }
 
 } // namespace gpuinit

@@ -59,6 +59,10 @@ TEST(Policy, BadLinesNameFileAndLine) {
         // {minor} once: nvidia{minor}{minor} would name a group per pair of digits.
         {"gpu=* group=nvidia{minor}{minor}\n", "conf:1: group=nvidia{minor}{minor}: {minor} may"},
         {"gpu=0 group=a group=b\n", "conf:1: group= given twice"},
+        {"gpu=0 group=0123\n", "conf:1: group=0123 is not a valid group name or gid"},
+        {"gpu=0 group=4294967295\n", "conf:1: group=4294967295 is not a valid group name or gid"},
+        {"gpu=0 group=a owner=01\n", "conf:1: owner=01 is not a valid user name or uid"},
+        {"gpu=* group={minor}\n", "conf:1: group={minor} is not a valid group name"},
     };
     for (const Case& c : cases) {
         auto policy = Policy::parse(c.text, "conf");
@@ -150,6 +154,43 @@ TEST(Policy, MigLeasesPerUserHasADefaultOfOne) {
         EXPECT_NE(refused.error().text().find("/etc/p.conf:"), std::string::npos)
             << refused.error().text();
     }
+}
+
+// A directory service's group the files do not hold: named by number.
+TEST(Policy, GroupsAndOwnersMayBeNumbers) {
+    auto policy = Policy::parse("gpu=0 group=4242 owner=1500 mode=0660\n"
+                                "control=nvidiactl group=0\n",
+                                "conf");
+    ASSERT_TRUE(policy) << policy.error().text();
+    AccessRule rule = policy->rule_for_gpu({0, "0000:17:00.0", ""});
+    EXPECT_EQ(rule.group, "4242");
+    EXPECT_EQ(rule.owner, "1500");
+    EXPECT_EQ(policy->rule_for_control("nvidiactl").group, "0");
+}
+
+// A MIG rule whose GPU has no instance (MIG off, or none made yet) gives no
+// node anything: a warning, not an error, so the policy still loads.
+TEST(Policy, MigRuleForAGpuWithoutInstancesWarns) {
+    auto policy = Policy::parse("gpu=0 gi=7 group=a\n"
+                                "gpu=1 gi=7 group=b\n"
+                                "gpu=* gi=9 group=c\n"
+                                "gpu=0 group=d\n",
+                                "conf");
+    ASSERT_TRUE(policy) << policy.error().text();
+    std::vector<GpuIdentity> present = {{0, "0000:17:00.0", ""}, {1, "0000:27:00.0", ""}};
+    Diagnostics with_one;
+    policy->report_mig_without_instances(present, {1}, with_one);
+    ASSERT_EQ(with_one.items().size(), 1u);
+    EXPECT_EQ(with_one.items()[0].severity, Severity::Warning);
+    EXPECT_EQ(
+        with_one.items()[0].text().rfind("conf:1: MIG rule: no MIG instance on GPU 0 (MIG", 0), 0u)
+        << with_one.items()[0].text();
+    Diagnostics with_none;
+    policy->report_mig_without_instances(present, {}, with_none);
+    ASSERT_EQ(with_none.items().size(), 3u);
+    EXPECT_NE(with_none.items()[2].text().find("conf:3: MIG rule: no MIG instance on GPU 0, 1 ("),
+              std::string::npos)
+        << with_none.items()[2].text();
 }
 
 } // namespace gpuinit

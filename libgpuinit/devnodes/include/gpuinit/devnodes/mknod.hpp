@@ -21,6 +21,9 @@ struct MknodOptions {
     // pci.ids names for the GPUs (Machine::pci_names), for --verbose and --json;
     // never on the udev and boot path, where they would cost milliseconds.
     bool names = false;
+    // A candidate policy file (gpu-mknod --policy) instead of the root's
+    // etc/gpu-restriction.conf; "" for that.
+    std::string policy_file;
 };
 
 enum class MknodStatus {
@@ -29,8 +32,17 @@ enum class MknodStatus {
     NothingDone, // driver not loaded, broken /proc, bad policy, lock not taken...
 };
 
+// Why a run did nothing, where a caller acts on it differently (gpu-mknod's
+// exit codes 5 and 6): run as root, or wait for the other run.
+enum class MknodCause {
+    Other,
+    NotPermitted, // EPERM/EACCES: not root, or the kernel refused every change
+    Busy,         // another run held the lock for longer than lock_wait
+};
+
 struct MknodOutcome {
     MknodStatus status = MknodStatus::Done;
+    MknodCause cause = MknodCause::Other; // with NothingDone
     bool dry_run = false;
     Machine machine;
     NodePlan plan;
@@ -39,5 +51,10 @@ struct MknodOutcome {
 };
 
 MknodOutcome run_mknod(const Sysroot& root, const MknodOptions& options);
+
+// What --check asks: would a run change anything, or does the policy name a
+// group or owner that does not exist (its node would be root-only, not what
+// the policy says)?
+bool mknod_differs(const MknodOutcome& outcome);
 
 } // namespace gpuinit

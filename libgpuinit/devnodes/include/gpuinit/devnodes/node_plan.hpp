@@ -35,6 +35,11 @@ struct NodeSpec {
     std::string group;
     std::string subject; // "GPU 0 (0000:17:00.0)" or "control"
     std::string origin;  // the policy line, or "built-in default"
+    // The GPU the node belongs to (its /dev/nvidiaN, its MIG caps); none
+    // for control nodes and MIG config/monitor.
+    std::optional<unsigned> gpu_minor;
+    // The rule's owner or group does not exist: root:root 0600 instead.
+    bool unresolved = false;
 };
 
 struct LinkSpec {
@@ -67,6 +72,10 @@ struct PlanRequest {
     Scope scope = Scope::All;
     std::optional<GpuSelector> device; // with Scope::Device
 };
+
+// Diagnostic::reason of a group or owner the policy names that does not
+// exist: the node is not what the policy says (a difference for --check).
+inline constexpr int kReasonNoAccount = 1;
 
 // Problems (a group that does not exist, a GPU that gets no node) go to
 // `diagnostics`; a name that does not resolve never widens access: the node

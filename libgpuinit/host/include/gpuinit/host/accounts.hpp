@@ -1,12 +1,13 @@
 // Users and groups, resolved from the root's /etc/passwd and /etc/group by
-// parsing them (works in a static binary and under --root). On the real root
-// of a dynamic build, names not in the files fall back to NSS, so LDAP and
-// SSSD groups work.
+// parsing them (works in a static binary and under --root). On the real
+// root, names not in the files fall back to NSS, so LDAP and SSSD groups
+// work: getgrnam_r in a dynamic build, getent(1) in the static one.
 #pragma once
 
 #include "gpuinit/base/result.hpp"
 #include "gpuinit/fs/sysroot.hpp"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,20 +31,42 @@ class AccountDb {
     static AccountDb from_text(std::string_view passwd, std::string_view group,
                                Diagnostics& diagnostics);
 
+    // An all-digit name is the id itself (account_number), found or not:
+    // a directory service's group the files do not hold can be named so.
     std::optional<gid_t> group(std::string_view name) const;
     std::optional<uid_t> user(std::string_view name) const;
     // The user's primary group from the root's /etc/passwd (files only).
     std::optional<gid_t> primary_group(std::string_view user) const;
 
   private:
+    std::optional<unsigned> ask_nss(bool is_group, std::string_view name) const;
     void parse_line(std::string_view line, std::string_view source, size_t number, bool is_group,
                     Diagnostics& diagnostics);
 
     std::unordered_map<std::string, unsigned> users_;
     std::unordered_map<std::string, unsigned> groups_;
     std::unordered_map<std::string, unsigned> primary_groups_;
+    // On the running system: names the files do not hold are asked of NSS
+    // (getgrnam_r, or getent in the static build), each once.
     bool use_nss_ = false;
+    mutable std::unordered_map<std::string, std::optional<unsigned>> nss_cache_[2];
 };
+
+// getent(1), which the static build asks for names that only NSS serves
+// (it has no NSS of its own), and how long it may take.
+inline constexpr std::string_view kGetentPath = "/usr/bin/getent";
+inline constexpr std::chrono::milliseconds kGetentTimeout{5000};
+
+// The id that `program` (getent) gives `name` in `database` ("group" or
+// "passwd"): run only when it is root's alone (exec_trusted_program), with
+// an empty environment, killed after `timeout`; its one line must name
+// `name`. nullopt when it cannot run, fails, is late or answers otherwise.
+std::optional<unsigned> getent_id(const std::string& program, std::string_view database,
+                                  std::string_view name, std::chrono::milliseconds timeout);
+
+// "1234" -> 1234: an all-digit name in the policy is a uid or gid, without a
+// leading zero and below 4294967295 ((uid_t)-1 means "no change" to chown).
+std::optional<unsigned> account_number(std::string_view name);
 
 // True when `name` is acceptable as a user or group name (no ':', ',',
 // whitespace or control characters, not empty, not all digits).

@@ -62,6 +62,9 @@ class Policy {
     static Result<Policy> parse(std::string_view text, std::string_view source);
     // The classic scheme when the file does not exist; its parse otherwise.
     static Result<Policy> load(const Sysroot& root);
+    // A candidate file at `path` (gpu-mknod --policy), outside the root: it
+    // must exist and be a regular file; messages name it as given.
+    static Result<Policy> load_file(const std::string& path);
 
     bool from_file() const { return from_file_; }
     // mig-leases-per-user=, else kDefaultMigLeasesPerUser.
@@ -86,6 +89,13 @@ class Policy {
     // A warning for every rule that names a GPU not among `present` (a
     // typo, or a GPU that went away).
     void report_unmatched(const std::vector<GpuIdentity>& present, Diagnostics& diagnostics) const;
+    // A warning for every MIG rule (gi=) whose GPUs, among `present`, have
+    // no MIG instance (`with_instances` holds the minors that have one):
+    // MIG is off there, or no instance was made yet, so the rule gives no
+    // node anything.
+    void report_mig_without_instances(const std::vector<GpuIdentity>& present,
+                                      const std::vector<unsigned>& with_instances,
+                                      Diagnostics& diagnostics) const;
 
   private:
     std::vector<Entry> entries_;
