@@ -148,6 +148,12 @@ int run(int argc, char** argv) {
         return cli.usage_error("--remove needs --device");
     }
 
+    if (int refused = cli.refuse_unless_root(!options.dry_run && cli.common.root == "/",
+                                             "make or change /dev/nvidia*",
+                                             "see what it would do with --dry-run");
+        refused != 0) {
+        return refused;
+    }
     options.names = cli.common.json || cli.common.verbosity >= 1;
     MknodReportContext context{cli.common.root, kMknodNothingDone};
     MknodOutcome outcome;

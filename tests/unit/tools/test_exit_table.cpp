@@ -175,6 +175,7 @@ TEST(RootFirst, TheDaemonsSayTheyNeedRootBeforeAnything) {
     const std::vector<std::vector<const char*>> commands = {
         {GPUINIT_BIN, "persist", "--no-hotplug", nullptr},
         {GPUINIT_BIN, "limit", "daemon", "--foreground", nullptr},
+        {GPUINIT_BIN, "mknod", nullptr},
     };
     for (const auto& command : commands) {
         std::string output;
