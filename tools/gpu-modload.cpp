@@ -6,6 +6,7 @@
 #include "gpuinit/host/driver_params.hpp"
 #include "gpuinit/modules/executor.hpp"
 #include "gpuinit/modules/failures.hpp"
+#include "gpuinit/modules/planner.hpp"
 #include "render/modload_report.hpp"
 
 #include <cstdio>
@@ -29,7 +30,8 @@ constexpr const char* kUsage =
     "  -k, --release REL    kernel release (default: the running kernel)\n"
     "  -m, --modeset        also load nvidia_modeset and nvidia_drm\n"
     "  -n, --dry-run        print what would be inserted, in order, with options\n"
-    "  -f, --force          load blacklisted modules too\n"
+    "  -f, --force          load blacklisted modules too, and options the module\n"
+    "                       does not declare or refuses (with a warning)\n"
     "      --run-install    run modprobe.d 'install' commands (ignored by default)\n"
     "  -c, --check          check the loaded driver's parameters against the policy\n"
     "  -j, --json           print the result as JSON\n"
@@ -52,18 +54,42 @@ void print(const Rendered& rendered, const std::string& json, bool as_json) {
     }
 }
 
-int run_check(const Sysroot& root, const CommonOptions& common) {
+bool has_reason(const Diagnostics& diagnostics, ModuleFailure reason) {
+    for (const Diagnostic& diagnostic : diagnostics.items()) {
+        if (diagnostic.severity == Severity::Error &&
+            diagnostic.reason == static_cast<int>(reason)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int run_check(const Sysroot& root, const std::string& release, const CommonOptions& common) {
     CheckReport report;
     report.params_path = root.display(kDriverParamsPath);
     auto check = check_driver(root, report.diagnostics);
+    // What the next load would get: modprobe.d's options against the module.
+    auto configured = check_configured_options(root, release, "nvidia", report.diagnostics);
+    if (!configured) {
+        report.diagnostics.warning("the configured options of nvidia are not checked against the"
+                                   " module: " +
+                                   configured.error().text());
+    } else {
+        for (Diagnostic& finding : *configured) {
+            report.diagnostics.add(std::move(finding));
+        }
+    }
     if (!check) {
         report.diagnostics.add(check.error());
         report.exit_code = kModloadOtherError;
     } else {
         report.check = *check;
-        report.exit_code = !check->driver_loaded             ? kModloadDriverNotLoaded
-                           : report.diagnostics.has_errors() ? kModloadCheckFailed
-                                                             : kModloadOk;
+        report.exit_code =
+            !check->driver_loaded                                        ? kModloadDriverNotLoaded
+            : has_reason(report.diagnostics, ModuleFailure::CheckDanger) ? kModloadCheckFailed
+            : has_reason(report.diagnostics, ModuleFailure::BadOption)   ? kModloadBadModule
+            : report.diagnostics.has_errors()                            ? kModloadCheckFailed
+                                                                         : kModloadOk;
     }
     print(render_check_text(report, common.verbosity), render_check_json(report), common.json);
     return report.exit_code;
@@ -137,7 +163,7 @@ int run(int argc, char** argv) {
         if (!options.modules.empty()) {
             return cli.usage_error("--check takes no modules");
         }
-        return run_check(*root, cli.common);
+        return run_check(*root, options.release, cli.common);
     }
     // --root DIR plans DIR's modules; putting them into the running kernel
     // (and running DIR's install commands with this machine's shell) must
@@ -178,6 +204,12 @@ int run(int argc, char** argv) {
     if (!plan) {
         report.diagnostics.add(plan.error());
         report.exit_code = modload_exit_for(plan.error());
+    } else if (!plan->option_errors.empty()) {
+        // Nothing loads, and a dry run shows no plan, while an option is wrong.
+        report.exit_code = modload_exit_for(plan->option_errors.front());
+        for (Diagnostic& problem : plan->option_errors) {
+            report.diagnostics.add(std::move(problem));
+        }
     } else {
         report.modules_dir = plan->modules_dir;
         if (dry_run) {

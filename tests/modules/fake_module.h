@@ -10,3 +10,6 @@
     int symbol(void) {                                                                             \
         return 0;                                                                                  \
     }
+/* module_param(name, type, perm): the .modinfo entry it leaves,
+ * "parmtype=name:type" (include/linux/moduleparam.h __MODULE_PARM_TYPE). */
+#define FAKE_PARAM(name, type) FAKE_MODINFO(parmtype_##name, "parmtype=" #name ":" #type)

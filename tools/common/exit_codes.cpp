@@ -51,6 +51,8 @@ int modload_exit_for(const Diagnostic& failure) {
         return kModloadOtherError;
     case ModuleFailure::CheckDanger:
         return kModloadCheckFailed;
+    case ModuleFailure::BadOption:
+        return kModloadBadModule;
     }
     return kModloadOtherError;
 }

@@ -93,6 +93,7 @@ Rendered render_check_text(const CheckReport& report, int verbosity) {
     if (!check.driver_loaded) {
         rendered.err +=
             "gpu-modload: the nvidia driver is not loaded (no " + report.params_path + ")\n";
+        render_diagnostics("gpu-modload", report.diagnostics, verbosity, rendered);
         return rendered;
     }
     if (verbosity >= 0) {

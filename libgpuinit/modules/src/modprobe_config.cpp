@@ -33,9 +33,50 @@ size_t count_entries(kmod_config_iter* raw) {
     return n;
 }
 
+struct OptionsLine {
+    std::string pattern;
+    std::vector<std::string> words;
+    Location where;
+};
+
+// The "options" lines of the files as kmod's parser reads them: a line
+// ending in '\' goes on on the next one, '#' starts a comment line.
+std::vector<OptionsLine> options_lines(const Sysroot& root, const std::vector<std::string>& files) {
+    std::vector<OptionsLine> lines;
+    for (const std::string& rel : files) {
+        auto text = root.read_file(rel, kMaxModprobeFile);
+        if (!text) {
+            continue;
+        }
+        std::string logical;
+        size_t first_line = 0;
+        size_t number = 0;
+        for (std::string_view line : split_lines(*text)) {
+            ++number;
+            if (logical.empty()) {
+                first_line = number;
+            }
+            if (line.ends_with('\\')) {
+                logical.append(line.substr(0, line.size() - 1));
+                continue;
+            }
+            logical.append(line);
+            std::vector<std::string> words = option_words(logical);
+            logical.clear();
+            if (words.size() >= 2 && words[0] == "options") {
+                lines.push_back({module_key(words[1]),
+                                 std::vector<std::string>(words.begin() + 2, words.end()),
+                                 Location::in_file(root.display(rel), first_line)});
+            }
+        }
+    }
+    return lines;
+}
+
 } // namespace
 
-Result<std::vector<std::string>> modprobe_d_files(const Sysroot& root, Diagnostics& diagnostics) {
+Result<std::vector<std::string>> modprobe_d_files(const Sysroot& root, Diagnostics& diagnostics,
+                                                  std::vector<std::string>* relative) {
     std::map<std::string, std::string> chosen; // name -> rel, first directory wins
     for (const char* dir : kModprobeDirs) {
         auto names = root.list_dir(dir);
@@ -83,12 +124,16 @@ Result<std::vector<std::string>> modprobe_d_files(const Sysroot& root, Diagnosti
                          EFBIG);
         }
         files.push_back(std::move(path));
+        if (relative != nullptr) {
+            relative->push_back(rel);
+        }
     }
     return files;
 }
 
 ModprobeConfig read_modprobe_config(kmod_ctx* ctx, const Sysroot& root,
-                                    const std::string& modules_rel) {
+                                    const std::string& modules_rel,
+                                    const std::vector<std::string>& files) {
     ModprobeConfig config;
     // A context without config files holds exactly the host's cmdline
     // entries, which kmod appends last: their count is what to drop.
@@ -113,11 +158,29 @@ ModprobeConfig read_modprobe_config(kmod_ctx* ctx, const Sysroot& root,
     config.options.resize(config.options.size() - std::min(host_options, config.options.size()));
     config.blacklist.resize(config.blacklist.size() -
                             std::min(host_blacklist, config.blacklist.size()));
+    // Each entry at the first line not taken yet that says the same; on
+    // the host, what no file says came from the kernel command line.
+    std::vector<OptionsLine> lines = options_lines(root, files);
+    std::vector<bool> taken(lines.size());
+    for (const auto& [pattern, value] : config.options) {
+        std::vector<std::string> words = option_words(value);
+        Location where = Location::in_file(root.is_host() ? "/proc/cmdline" : root.display(""));
+        for (size_t i = 0; i < lines.size(); ++i) {
+            if (!taken[i] && lines[i].pattern == pattern && lines[i].words == words) {
+                taken[i] = true;
+                where = lines[i].where;
+                break;
+            }
+        }
+        config.option_origins.push_back(std::move(where));
+    }
     if (!root.is_host()) {
         if (auto text = root.read_file("proc/cmdline")) {
             KernelCmdline cmdline = parse_kernel_cmdline(*text);
             config.options.insert(config.options.end(), cmdline.options.begin(),
                                   cmdline.options.end());
+            config.option_origins.resize(config.options.size(),
+                                         Location::in_file(root.display("proc/cmdline")));
             config.blacklist.insert(config.blacklist.end(), cmdline.blacklist.begin(),
                                     cmdline.blacklist.end());
         }

@@ -22,10 +22,13 @@ inline constexpr size_t kMaxModprobeTotal = 8u << 20;
 // in an earlier directory hides the same name in a later one, then sorted by
 // name), each checked to be a regular file within the limits before libkmod
 // opens it: a FIFO would hang it, a huge file would stall it.
-Result<std::vector<std::string>> modprobe_d_files(const Sysroot& root, Diagnostics& diagnostics);
+// `relative` (when given) gets the same files relative to the root.
+Result<std::vector<std::string>> modprobe_d_files(const Sysroot& root, Diagnostics& diagnostics,
+                                                  std::vector<std::string>* relative = nullptr);
 
 struct ModprobeConfig {
     std::vector<std::pair<std::string, std::string>> options; // (module pattern, options)
+    std::vector<Location> option_origins;                     // for each of `options`
     std::vector<std::string> blacklist;                       // module keys
     std::set<std::string> builtin;                            // module keys
 };
@@ -33,7 +36,11 @@ struct ModprobeConfig {
 // What `ctx` read from the files, plus the kernel command line of the root:
 // kmod_new() always appends the host's /proc/cmdline, so for another root
 // those entries are dropped and the root's own proc/cmdline used instead.
+// `files` are the modprobe.d files relative to the root, in kmod's order:
+// libkmod does not say which line an entry came from, so they are read
+// again to find it.
 ModprobeConfig read_modprobe_config(kmod_ctx* ctx, const Sysroot& root,
-                                    const std::string& modules_rel);
+                                    const std::string& modules_rel,
+                                    const std::vector<std::string>& files);
 
 } // namespace gpuinit

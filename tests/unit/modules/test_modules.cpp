@@ -4,6 +4,7 @@
 #include "gpuinit/modules/executor.hpp"
 #include "gpuinit/modules/option_text.hpp"
 #include "gpuinit/modules/planner.hpp"
+#include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
@@ -118,6 +119,9 @@ class ModuleTree : public ::testing::Test {
                 lines.push_back("install " + step.name + ": " + step.command);
                 break;
             }
+        }
+        for (const Diagnostic& problem : planned->option_errors) {
+            lines.push_back("bad-option " + problem.text());
         }
         plan_ = std::move(*planned);
         return lines;
@@ -265,13 +269,13 @@ TEST_F(ModuleTree, BuiltinModuleIsReportedNotInserted) {
 TEST_F(ModuleTree, OptionsGivenForTheAliasOrAGlobApply) {
     write(root_ / "etc/modprobe.d/alias.conf",
           "alias gpu-compute nvidia_uvm\noptions gpu-compute uvm_perf_prefetch_enable=0\n"
-          "options nvidia_u* uvm_debug=1\n");
+          "options nvidia_u* uvm_ats_mode=0\n");
     EXPECT_EQ(plan({{"gpu-compute", {}}}),
               (Lines{std::string("insert nvidia ") + kNvidiaOptions,
-                     "insert nvidia_uvm uvm_perf_prefetch_enable=0 uvm_debug=1"}));
+                     "insert nvidia_uvm uvm_perf_prefetch_enable=0 uvm_ats_mode=0"}));
     // By its own name the alias's options do not apply.
     EXPECT_EQ(plan({{"nvidia_uvm", {}}}), (Lines{std::string("insert nvidia ") + kNvidiaOptions,
-                                                 "insert nvidia_uvm uvm_debug=1"}));
+                                                 "insert nvidia_uvm uvm_ats_mode=0"}));
 }
 
 TEST_F(ModuleTree, AnAliasLoadsEveryModuleItNames) {
@@ -473,6 +477,114 @@ TEST_F(ModuleTree, LibkmodsComplaintsAreWarningsNotStrayStderr) {
     EXPECT_NE(output.find("bad.conf"), std::string::npos) << output;
     EXPECT_EQ(output.find("\nlibkmod:"), std::string::npos) << output;
     EXPECT_NE(output.rfind("libkmod:", 0), 0u) << output;
+}
+
+// gpu-modload --dry-run passed NVreg_DeviceFileMod=0600 (a misspelt name),
+// NVreg_DeviceFileMode=abc and NVreg_ModifyDeviceFiles=1 without a word.
+// Now each is one error line naming its origin and the fix, nothing is
+// planned or loaded, and --force goes on with warnings.
+TEST_F(ModuleTree, ToolRefusesOptionsTheModuleDoesNotTake) {
+    write(root_ / "etc/modprobe.d/typo.conf",
+          "# a comment\noptions nvidia NVreg_EnableMSI=0 \\\n  NVreg_DeviceFileMod=0600\n");
+    std::string output;
+    int code =
+        run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "--dry-run",
+                     "nvidia", "NVreg_DeviceFileMode=abc", "NVreg_ModifyDeviceFiles=1"},
+                    &output);
+    EXPECT_EQ(code, kModloadBadModule) << output;
+    std::string conf = root_ / "etc/modprobe.d/typo.conf";
+    // In the order the options reach the module: a later value replaces an
+    // earlier one in place.
+    EXPECT_EQ(output, "gpu-modload: error: NVreg_DeviceFileMode=abc (command line): nvidia's"
+                      " NVreg_DeviceFileMode is an int (a 32-bit number: decimal, 0x hex or 0"
+                      " octal), not 'abc', so the kernel would refuse to load nvidia: give it"
+                      " a valid value\n"
+                      "gpu-modload: error: NVreg_ModifyDeviceFiles=1 (command line): every CUDA"
+                      " or NVML start would have nvidia-modprobe reset every /dev/nvidia* to"
+                      " NVreg_DeviceFileUID/GID/Mode, undoing the per-GPU groups of gpu-mknod:"
+                      " set NVreg_ModifyDeviceFiles=0\n"
+                      "gpu-modload: error: " +
+                          conf +
+                          ":2: NVreg_DeviceFileMod=0600: nvidia declares no parameter"
+                          " NVreg_DeviceFileMod (did you mean NVreg_DeviceFileMode?), so the kernel"
+                          " would ignore it: correct the name or remove the option\n");
+    // The same refusal stops a real load before anything is inserted.
+    plan({{"nvidia_uvm", {}}, {"nvidia", {"NVreg_ModifyDeviceFiles=1"}}});
+    ASSERT_FALSE(plan_.option_errors.empty());
+    EXPECT_EQ(modload_exit_for(plan_.option_errors[0]), kModloadBadModule);
+    // From modprobe.d, with its file and line; --force loads anyway, warning.
+    write(root_ / "etc/modprobe.d/zz-modify.conf", "options nvidia NVreg_ModifyDeviceFiles=1\n");
+    ::unlink(conf.c_str());
+    output.clear();
+    code = run_process(
+        {GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "--dry-run", "nvidia"},
+        &output);
+    EXPECT_EQ(code, kModloadBadModule) << output;
+    EXPECT_EQ(output.rfind("gpu-modload: error: " + root_ / "etc/modprobe.d/zz-modify.conf" +
+                               ":1: NVreg_ModifyDeviceFiles=1: ",
+                           0),
+              0u)
+        << output;
+    output.clear();
+    code = run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "--dry-run",
+                        "--force", "nvidia"},
+                       &output);
+    EXPECT_EQ(code, kModloadOk) << output;
+    EXPECT_NE(output.find("insmod          nvidia "), std::string::npos) << output;
+    EXPECT_NE(output.find("gpu-modload: warning: " + root_ / "etc/modprobe.d/zz-modify.conf" +
+                          ":1: NVreg_ModifyDeviceFiles=1: "),
+              std::string::npos)
+        << output;
+    EXPECT_NE(output.find("(--force: loading anyway)"), std::string::npos) << output;
+    EXPECT_EQ(output.find("error"), std::string::npos) << output;
+}
+
+TEST_F(ModuleTree, AModuleWhoseParametersCannotBeReadIsSaidOnce) {
+    std::string ko =
+        root_ / ("lib/modules/" + std::string(kRelease) + "/kernel/drivers/video/nvidia.ko");
+    write(ko, ""); // an empty placeholder: no ELF, no .modinfo
+    Lines lines = plan({{"nvidia", {"NVreg_Anything=1"}}});
+    EXPECT_EQ(lines, (Lines{std::string("insert nvidia ") + kNvidiaOptions + " NVreg_Anything=1"}));
+    ASSERT_EQ(diagnostics_.count(Severity::Warning), 1u);
+    EXPECT_NE(diagnostics_.items()[0].message.find("cannot read the parameters nvidia declares"),
+              std::string::npos)
+        << diagnostics_.items()[0].message;
+}
+
+// --check judged only what the loaded driver got: a misspelt or dangerous
+// option in modprobe.d showed up at the next load. Now it reads them too,
+// against the module file.
+TEST_F(ModuleTree, CheckAlsoJudgesTheConfiguredOptions) {
+    testing::FakeMachine machine = testing::workstation(2);
+    machine.params = "ModifyDeviceFiles: 0\nDeviceFileUID: 0\nDeviceFileGID: 0\n"
+                     "DeviceFileMode: 432\n";
+    ASSERT_TRUE(testing::write_fixture(machine, root_.path()));
+    std::vector<std::string> check = {GPU_MODLOAD_BIN, "--root", root_.path(),
+                                      "--release",     kRelease, "--check"};
+    std::string output;
+    EXPECT_EQ(run_process(check, &output), kModloadOk) << output;
+    EXPECT_EQ(output.find("error"), std::string::npos) << output;
+    std::string conf = root_ / "etc/modprobe.d/zz.conf";
+    write(conf, "options nvidia NVreg_ModifyDeviceFiles=1\n");
+    output.clear();
+    EXPECT_EQ(run_process(check, &output), kModloadCheckFailed) << output;
+    EXPECT_NE(output.find("gpu-modload: DANGER: " + conf + ":1: NVreg_ModifyDeviceFiles=1: "),
+              std::string::npos)
+        << output;
+    write(conf, "options nvidia NVreg_DeviceFileMod=0600\n");
+    output.clear();
+    EXPECT_EQ(run_process(check, &output), kModloadBadModule) << output;
+    EXPECT_NE(output.find("gpu-modload: error: " + conf + ":1: NVreg_DeviceFileMod=0600: "),
+              std::string::npos)
+        << output;
+    // Without the module tree the configuration is not judged, and it says so.
+    ASSERT_EQ(run_process({"/bin/rm", "-rf", root_ / "lib/modules"}), 0);
+    ::unlink(conf.c_str());
+    output.clear();
+    EXPECT_EQ(run_process(check, &output), kModloadOk) << output;
+    EXPECT_NE(output.find("warning: the configured options of nvidia are not checked"),
+              std::string::npos)
+        << output;
 }
 
 TEST(ModuleOptions, MergeReplacesKeysInPlace) {

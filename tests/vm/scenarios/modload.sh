@@ -32,7 +32,20 @@ grep -q '^GCC version:  gcc version [0-9]' /proc/driver/nvidia/version || fail "
 # resets every node; 0666 opens them to everyone), --check must refuse.
 rmmod nvidia_uvm
 rmmod nvidia
-gpu-modload nvidia NVreg_ModifyDeviceFiles=1 NVreg_DeviceFileMode=0666
+# Options are checked against the real module's .modinfo before it loads: a
+# misspelt name, and ModifyDeviceFiles=1, are refused (exit 3), unless --force.
+for option in NVreg_DeviceFileMod=0600 NVreg_DeviceFileMode=abc NVreg_ModifyDeviceFiles=1; do
+  status=0
+  gpu-modload nvidia "$option" 2>/tmp/load.err || status=$?
+  cat /tmp/load.err
+  [ "$status" = 3 ] || fail "a load with $option exited $status, want 3"
+  grep -q "error: $option (command line): " /tmp/load.err || fail "no error line for $option"
+  if grep -q '^nvidia ' /proc/modules; then fail "nvidia was loaded with $option"; fi
+done
+gpu-modload --force nvidia NVreg_ModifyDeviceFiles=1 NVreg_DeviceFileMode=0666 2>/tmp/load.err
+cat /tmp/load.err
+grep -q "warning: NVreg_ModifyDeviceFiles=1 (command line): .*(--force: loading anyway)" \
+  /tmp/load.err || fail "--force did not warn"
 status=0
 gpu-modload --check 2>/tmp/check.err || status=$?
 cat /tmp/check.err

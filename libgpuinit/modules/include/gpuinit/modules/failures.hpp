@@ -18,6 +18,7 @@ enum class ModuleFailure : int {
     Blacklisted, // modprobe.d or the kernel command line blacklists it
     Other,       // anything else, including unreadable configuration
     CheckDanger, // --check: a driver setting undoes or widens the policy
+    BadOption,   // an option the module does not declare, a bad value, ModifyDeviceFiles
 };
 
 // A Diagnostic with `reason` set.

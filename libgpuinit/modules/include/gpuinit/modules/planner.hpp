@@ -25,7 +25,7 @@ struct ModuleRequest {
 struct ModloadOptions {
     std::string release; // empty: the running kernel's (only on the host root)
     std::vector<ModuleRequest> modules;
-    bool force = false;       // ignore the blacklist
+    bool force = false;       // ignore the blacklist and the options' problems
     bool run_install = false; // honour "install" lines
 };
 
@@ -41,11 +41,29 @@ struct ModuleStep {
 struct ModulePlan {
     std::string modules_dir; // <root>/lib/modules/<release>, for messages
     std::vector<ModuleStep> steps;
+    // Options of the modules to insert that the module does not declare, whose
+    // value its parameter's type refuses, or that undo the access policy
+    // (module_params.hpp): errors with reason ModuleFailure::BadOption, at the
+    // option's origin. Nothing may load while there are any. With `force`
+    // they are warnings in the diagnostics instead, and this stays empty.
+    std::vector<Diagnostic> option_errors;
 };
 
 // A failure carries its ModuleFailure (failures.hpp) as reason; what libkmod
-// says while reading the configuration goes to `diagnostics` as warnings.
+// says while reading the configuration goes to `diagnostics` as warnings,
+// and so does a module whose parameter list cannot be read (its options are
+// then not checked).
 Result<ModulePlan> plan_modules(const Sysroot& root, const ModloadOptions& options,
                                 ModuleLoader& loader, Diagnostics& diagnostics);
+
+// What the next load of `module` would get from the root's configuration
+// (modprobe.d and the root's kernel command line), checked against the
+// module file, loaded or not: the errors of ModulePlan::option_errors, with
+// reason ModuleFailure::CheckDanger for a setting that undoes the policy.
+// Fails (NotFound, Other) when the module or its index is not there.
+Result<std::vector<Diagnostic>> check_configured_options(const Sysroot& root,
+                                                         const std::string& release,
+                                                         const std::string& module,
+                                                         Diagnostics& diagnostics);
 
 } // namespace gpuinit
