@@ -151,6 +151,11 @@ int run(int argc, char** argv) {
                 return cli.usage_error("a PARAM=VALUE must follow a MODULE");
             }
             options.modules.back().options.emplace_back(argv[i]);
+        } else if (std::strncmp(argv[i], "NVreg_", 6) == 0) {
+            // NVIDIA's parameters, never a module: "module ... not found"
+            // would send the admin looking in the wrong place.
+            return cli.usage_error(std::string(argv[i]) + " is a module option: give it as " +
+                                   argv[i] + "=VALUE after its module");
         } else {
             options.modules.push_back({argv[i], {}});
         }

@@ -587,6 +587,21 @@ TEST_F(ModuleTree, CheckAlsoJudgesTheConfiguredOptions) {
         << output;
 }
 
+// A bare NVreg_ word was taken for a module: "module NVreg_DeviceFileMode
+// not found".
+TEST_F(ModuleTree, AnOptionWithoutAValueIsAUsageError) {
+    std::string output;
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease,
+                           "--dry-run", "nvidia", "NVreg_DeviceFileMode"},
+                          &output),
+              kModloadUsage);
+    EXPECT_NE(output.find("NVreg_DeviceFileMode is a module option: give it as"
+                          " NVreg_DeviceFileMode=VALUE after its module"),
+              std::string::npos)
+        << output;
+    EXPECT_EQ(output.find("not found"), std::string::npos) << output;
+}
+
 TEST(ModuleOptions, MergeReplacesKeysInPlace) {
     EXPECT_EQ(merge_module_options({"a=1 b=2", "c=3", "a=9"}), "a=9 b=2 c=3");
     EXPECT_EQ(merge_module_options({"s=\"x y\" flag"}), "s=\"x y\" flag");
