@@ -40,10 +40,8 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 ok; 1 usage; 2 module not found; 3 insert failed (unknown\n"
-    "symbol, bad parameter, vermagic); 4 signature rejected; 5 permission denied;\n"
-    "6 blacklisted; 7 --check found a dangerous setting; 8 other error (and\n"
-    "--check unable to read what it judges); 9 --check: driver not loaded.\n";
+    "Exit status: 0 ok, 1 usage, 3 failed, 4 --check: unsafe setting, 5 not permitted"
+    " (gpuinit(8)).\n";
 
 void print(const Rendered& rendered, const std::string& json, bool as_json) {
     if (as_json) {
@@ -87,7 +85,7 @@ int run_check(const Sysroot& root, const std::string& release, const CommonOptio
         report.exit_code =
             !check->driver_loaded                                        ? kModloadDriverNotLoaded
             : has_reason(report.diagnostics, ModuleFailure::CheckDanger) ? kModloadCheckFailed
-            : has_reason(report.diagnostics, ModuleFailure::BadOption)   ? kModloadBadModule
+            : has_reason(report.diagnostics, ModuleFailure::BadOption)   ? kModloadBadOption
             : report.diagnostics.has_errors()                            ? kModloadCheckFailed
                                                                          : kModloadOk;
     }

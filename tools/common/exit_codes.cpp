@@ -52,7 +52,7 @@ int modload_exit_for(const Diagnostic& failure) {
     case ModuleFailure::CheckDanger:
         return kModloadCheckFailed;
     case ModuleFailure::BadOption:
-        return kModloadBadModule;
+        return kModloadBadOption;
     }
     return kModloadOtherError;
 }

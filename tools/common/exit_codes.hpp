@@ -37,16 +37,19 @@ enum MknodExit : int {
 
 // gpu-modload(8)
 enum ModloadExit : int {
-    kModloadOk = 0,
-    kModloadUsage = 1,
-    kModloadNotFound = 2,
-    kModloadBadModule = 3,   // unknown symbol, bad parameter, vermagic
-    kModloadKeyRejected = 4, // signature rejected
-    kModloadPermission = 5,  // EPERM/EACCES
-    kModloadBlacklisted = 6,
-    kModloadCheckFailed = 7, // --check: a setting undoes or widens the policy
-    kModloadOtherError = 8,  // anything else, including --check unable to read what it judges
-    kModloadDriverNotLoaded = 9,
+    kModloadOk = kExitOk,
+    kModloadUsage = kExitUsage,
+    kModloadNotFound = kExitFailed,
+    kModloadBadModule = kExitFailed, // unknown symbol, bad parameter, vermagic
+    // An option the module does not take, or one that undoes the policy
+    kModloadBadOption = kExitFailed,
+    kModloadKeyRejected = kExitFailed,      // signature rejected
+    kModloadPermission = kExitNotPermitted, // EPERM/EACCES
+    kModloadBlacklisted = kExitFailed,
+    kModloadCheckFailed = kExitDiffers, // --check: a setting undoes or widens the policy
+    // Anything else, including --check unable to read what it judges
+    kModloadOtherError = kExitFailed,
+    kModloadDriverNotLoaded = kExitFailed, // --check
 };
 
 // gpu-persist(8)

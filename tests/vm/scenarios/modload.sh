@@ -49,6 +49,6 @@ grep -q "warning: NVreg_ModifyDeviceFiles=1 (command line): .*(--force: loading 
 status=0
 gpu-modload --check 2>/tmp/check.err || status=$?
 cat /tmp/check.err
-[ "$status" = 7 ] || fail "--check exited $status on ModifyDeviceFiles=1 and mode 0666, want 7"
+[ "$status" = 4 ] || fail "--check exited $status on ModifyDeviceFiles=1 and mode 0666, want 4"
 grep -q "ModifyDeviceFiles is 1" /tmp/check.err || fail "--check did not explain ModifyDeviceFiles"
 grep -q "NVreg_DeviceFileMode=0666 lets every user" /tmp/check.err || fail "--check did not flag 0666"
