@@ -626,6 +626,59 @@ TEST_F(ModuleTree, AnOptionWithoutAValueIsAUsageError) {
     EXPECT_EQ(output.find("not found"), std::string::npos) << output;
 }
 
+// The sample module tree (gpuinit-make-fixture --modules): gpu-modload
+// finds its one release without --release, plans the shipped options, and
+// refuses a bad one there as on a real machine.
+TEST(SampleModuleTree, GpuModloadWorksOnIt) {
+    if (depmod_path().empty()) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: depmod (Debian package kmod) is not installed";
+    }
+    TempDir dir;
+    std::string root = dir / "machine";
+    std::string output;
+    ASSERT_EQ(run_process({GPUINIT_MAKE_FIXTURE_BIN, "--gpus", "2", "--modules", root}, &output), 0)
+        << output;
+    std::string modules = root + "/lib/modules/6.1.0-gpuinit-sample/updates/dkms/";
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root, "--dry-run", "--modeset"}, &output), 0)
+        << output;
+    EXPECT_EQ(output, "insmod          nvidia           " + modules + "nvidia.ko " +
+                          kNvidiaOptions +
+                          "\n"
+                          "insmod          nvidia_uvm       " +
+                          modules +
+                          "nvidia-uvm.ko\n"
+                          "insmod          nvidia_modeset   " +
+                          modules +
+                          "nvidia-modeset.ko\n"
+                          "insmod          nvidia_drm       " +
+                          modules + "nvidia-drm.ko\n");
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root, "--check"}, &output), 0) << output;
+    EXPECT_EQ(output.find("warning"), std::string::npos) << output;
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root, "--dry-run", "nvidia",
+                           "NVreg_DeviceFileMod=0600"},
+                          &output),
+              3)
+        << output;
+    EXPECT_EQ(output.rfind("gpu-modload: error: NVreg_DeviceFileMod=0600 (command line): nvidia"
+                           " declares no parameter NVreg_DeviceFileMod (did you mean"
+                           " NVreg_DeviceFileMode?)",
+                           0),
+              0u)
+        << output;
+    output.clear();
+    EXPECT_EQ(run_process({GPU_MODLOAD_BIN, "--root", root, "--dry-run", "--force", "nvidia",
+                           "NVreg_DeviceFileMod=0600"},
+                          &output),
+              0)
+        << output;
+    EXPECT_NE(output.find("gpu-modload: warning: NVreg_DeviceFileMod=0600"), std::string::npos)
+        << output;
+    EXPECT_NE(output.find("insmod          nvidia "), std::string::npos) << output;
+}
+
 TEST(ModuleOptions, MergeReplacesKeysInPlace) {
     EXPECT_EQ(merge_module_options({"a=1 b=2", "c=3", "a=9"}), "a=9 b=2 c=3");
     EXPECT_EQ(merge_module_options({"s=\"x y\" flag"}), "s=\"x y\" flag");
