@@ -61,9 +61,12 @@ std::string render_steps_json(const StepsReport& report) {
         .value(report.dry_run)
         .key("exit_code")
         .value(report.exit_code);
+    // One key: a refused load has one error per bad option, all of them in
+    // "diagnostics".
     for (const Diagnostic& diagnostic : report.diagnostics.items()) {
         if (diagnostic.severity == Severity::Error) {
             json.key("error").value(diagnostic.text());
+            break;
         }
     }
     json.key("steps").begin_array();

@@ -4,6 +4,7 @@
 #include "gpuinit/modules/executor.hpp"
 #include "gpuinit/modules/option_text.hpp"
 #include "gpuinit/modules/planner.hpp"
+#include "json_check.hpp"
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
@@ -508,6 +509,17 @@ TEST_F(ModuleTree, ToolRefusesOptionsTheModuleDoesNotTake) {
                           ":2: NVreg_DeviceFileMod=0600: nvidia declares no parameter"
                           " NVreg_DeviceFileMod (did you mean NVreg_DeviceFileMode?), so the kernel"
                           " would ignore it: correct the name or remove the option\n");
+    // --json: one "error" key (the first), every problem in "diagnostics".
+    output.clear();
+    EXPECT_EQ(
+        run_process({GPU_MODLOAD_BIN, "--root", root_.path(), "--release", kRelease, "--dry-run",
+                     "--json", "nvidia", "NVreg_DeviceFileMode=abc", "NVreg_ModifyDeviceFiles=1"},
+                    &output),
+        kModloadBadOption);
+    std::string why;
+    EXPECT_TRUE(testing::valid_json(output, &why)) << why << ": " << output;
+    EXPECT_EQ(output.find("\"error\":"), output.rfind("\"error\":")) << output;
+    EXPECT_NE(output.find("NVreg_DeviceFileMod=0600"), std::string::npos) << output;
     // The same refusal stops a real load before anything is inserted.
     plan({{"nvidia_uvm", {}}, {"nvidia", {"NVreg_ModifyDeviceFiles=1"}}});
     ASSERT_FALSE(plan_.option_errors.empty());
