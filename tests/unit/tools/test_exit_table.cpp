@@ -176,6 +176,7 @@ TEST(RootFirst, TheDaemonsSayTheyNeedRootBeforeAnything) {
         {GPUINIT_BIN, "persist", "--no-hotplug", nullptr},
         {GPUINIT_BIN, "limit", "daemon", "--foreground", nullptr},
         {GPUINIT_BIN, "mknod", nullptr},
+        {GPUINIT_BIN, "modload", nullptr},
     };
     for (const auto& command : commands) {
         std::string output;
