@@ -168,7 +168,8 @@ struct FixtureMachine {
 // gpu-persist's control socket for one request: it answers `reply`.
 class FakePersist {
   public:
-    FakePersist(const TempDir& root, const ControlReply& reply) {
+    // silent: reads the request and never answers.
+    FakePersist(const TempDir& root, const ControlReply& reply, bool silent = false) {
         ::mkdir((root / "run").c_str(), 0755);
         ::mkdir((root / "run/gpu-persist").c_str(), 0755);
         std::string path = root / "run/gpu-persist/socket";
@@ -179,7 +180,7 @@ class FakePersist {
         EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
         EXPECT_EQ(::listen(listener_, 4), 0);
         std::string text = format_control_reply(reply);
-        server_ = std::thread([this, text] {
+        server_ = std::thread([this, text, silent] {
             pollfd waiting{listener_, POLLIN, 0};
             if (::poll(&waiting, 1, 20000) != 1) {
                 return;
@@ -188,7 +189,12 @@ class FakePersist {
             char request[256];
             ssize_t got = ::read(peer, request, sizeof(request));
             requests_ = got > 0 ? std::string(request, static_cast<size_t>(got)) : "";
-            (void)!::write(peer, text.data(), text.size());
+            if (silent) {
+                pollfd hangup{peer, POLLRDHUP, 0};
+                ::poll(&hangup, 1, 20000);
+            } else {
+                (void)!::write(peer, text.data(), text.size());
+            }
             ::close(peer);
         });
     }
@@ -293,6 +299,27 @@ TEST(GpuinitStatus, AGpuThatPersistFailedToHoldExitsFour) {
     EXPECT_EQ(series.count("gpuinit_persist_gpu_held{gpu=1,pci_address=0000:27:00.0,uuid=" +
                            testing::fake_uuid(1) + ",state=failed}"),
               1u);
+}
+
+// A daemon that takes the request and never answers: its own timeout,
+// within the probe's deadline, says so.
+TEST(GpuinitStatus, APersistDaemonThatDoesNotAnswerTimesOut) {
+    GPUINIT_REQUIRE_ROOT();
+    FixtureMachine machine;
+    StatusRun run;
+    auto start = std::chrono::steady_clock::now();
+    {
+        FakePersist daemon(machine.root, ControlReply{}, true);
+        run = status(machine.scratch, {"--root", machine.root.path(), "--prometheus",
+                                       machine.prom(), "--timeout", "2"});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+    EXPECT_EQ(run.code, 3) << run.out << run.err;
+    EXPECT_EQ(run.err.rfind("gpuinit status: persist: gpu-persist did not answer in time", 0), 0u)
+        << run.err;
+    auto series = parse_exposition(read_all(machine.prom()));
+    EXPECT_EQ(series["gpuinit_probe_success{probe=persist}"], 0);
+    EXPECT_EQ(series["gpuinit_probe_success{probe=mig}"], 1);
 }
 
 TEST(GpuinitStatus, AnEnabledPersistThatIsNotRunningExitsThree) {

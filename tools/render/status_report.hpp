@@ -14,8 +14,11 @@ namespace gpuinit::tools {
 Rendered render_status_text(const status::Report& report, int exit_code, int verbosity);
 std::string render_status_json(const status::Report& report, int exit_code);
 // node_exporter's textfile collector format (the Prometheus text
-// exposition format 0.0.4): a HELP and a TYPE line per family, label values
-// escaped, one sample a line.
+// exposition format 0.0.4, as prometheus/docs
+// content/docs/instrumenting/exposition_formats.md gives it): a HELP and a
+// TYPE line per family before its samples, which follow each other; label
+// values with \\, \" and \n escaped; one sample a line, the last one ending
+// in a newline.
 std::string render_status_prometheus(const status::Report& report, int exit_code);
 
 } // namespace gpuinit::tools
