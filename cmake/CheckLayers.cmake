@@ -13,6 +13,7 @@ set(GPUINIT_ALLOWED_persist "service;host;fs;base")
 set(GPUINIT_ALLOWED_mig "devnodes;host;nvml;fs;base")
 set(GPUINIT_ALLOWED_limit_core "")
 set(GPUINIT_ALLOWED_limit "limit_core;service;nvml;fs;base")
+set(GPUINIT_ALLOWED_status "devnodes;modules;persist;mig;limit;limit_core;service;nvml;host;fs;base")
 
 function(gpuinit_check_layers)
   get_property(layers GLOBAL PROPERTY GPUINIT_LAYERS)

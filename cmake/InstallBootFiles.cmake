@@ -52,6 +52,9 @@ render(initscripts/systemd/gpu-persist.service gpu-persist.service "${unitdir}" 
 render(initscripts/systemd/gpu-mig.service gpu-mig.service "${unitdir}" ${data})
 render(initscripts/systemd/gpu-limit-daemon.service gpu-limit-daemon.service "${unitdir}" ${data})
 render(initscripts/gpu-limit-daemon gpu-limit-daemon "${SYSCONFDIR}/init.d" ${exec})
+render(initscripts/systemd/gpuinit-status.service gpuinit-status.service "${unitdir}" ${data})
+render(initscripts/systemd/gpuinit-status.timer gpuinit-status.timer "${unitdir}" ${data})
+render(initscripts/gpuinit-status.cron gpuinit-status "${SYSCONFDIR}/cron.d" ${data})
 render(initscripts/systemd/gpu-persist.sysusers.conf gpu-persist.conf "${sysusersdir}" ${data})
 render(udev/71-gpu-restriction.rules 71-gpu-restriction.rules "${udevdir}/rules.d" ${data})
 render(initscripts/initramfs-tools/gpu-restriction gpu-restriction

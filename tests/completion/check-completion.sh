@@ -112,7 +112,12 @@ touch "$work/tree/a-file"
 cd "$work/tree" || exit 1
 
 comp gpuinit ''
-has mknod modload persist mig limit limit-runtime
+has mknod modload persist mig limit limit-runtime status
+comp gpuinit status --p
+exactly --prometheus
+comp gpuinit status --root ''
+has a-dir
+lacks a-file
 comp gpuinit mi
 exactly mig
 comp gpu-mig ''
@@ -276,6 +281,9 @@ for entry in "${commands[@]}"; do
   check_context "$program" "${tool_path[$program]}" "$program"
   check_context "$program" "$gpuinit $name" "gpuinit $name"
 done
+
+# gpuinit status is a command of gpuinit alone (no program of its own).
+check_context "gpuinit status" "$gpuinit status" "gpuinit status"
 
 # --- The install: a file per program where bash-completion's loader looks ---
 dest=$work/dest

@@ -27,6 +27,9 @@ expected=(
   "f 644 $unitdir/gpu-mig.service"
   "f 644 $unitdir/gpu-persist.service"
   "f 644 $unitdir/gpu-restriction.service"
+  "f 644 $unitdir/gpuinit-status.service"
+  "f 644 $unitdir/gpuinit-status.timer"
+  "f 644 /etc/cron.d/gpuinit-status"
   "f 644 $udevdir/rules.d/71-gpu-restriction.rules"
   "f 644 $sysusersdir/gpu-persist.conf"
   "f 644 /usr/lib/modprobe.d/gpu-restriction.conf"
@@ -48,6 +51,7 @@ expected=(
   "f 644 /usr/share/man/man8/gpu-persist.8"
   "f 644 /usr/share/man/man8/gpu-restriction.8"
   "f 644 /usr/share/man/man8/gpuinit.8"
+  "f 644 /usr/share/man/man8/gpuinit-status.8"
   "f 644 /usr/share/bash-completion/completions/gpuinit"
 )
 # The interposer gpu-limit run preloads: a shared object, so dynamic builds
@@ -75,13 +79,18 @@ diff -u "$work/expected" "$work/actual" || fail "the installed files differ from
 
 # The boot files name the installed tools; no placeholder is left.
 boot_files=("$dest/etc/init.d/gpu-restriction" "$dest/etc/default/gpu-restriction"
-  "$dest$unitdir"/gpu-*.service "$dest$udevdir/rules.d/71-gpu-restriction.rules"
+  "$dest$unitdir"/gpu-*.service "$dest$unitdir"/gpuinit-status.* "$dest/etc/cron.d/gpuinit-status"
+  "$dest$udevdir/rules.d/71-gpu-restriction.rules"
   "$dest$sysusersdir/gpu-persist.conf" "$dest/usr/share/initramfs-tools/hooks/gpu-restriction")
 grep -l '@[A-Z]*@' "${boot_files[@]}" && fail "a placeholder was not substituted"
 grep -q '^ExecStart=/usr/sbin/gpu-mknod -q$' "$dest$unitdir/gpu-restriction.service" ||
   fail "gpu-restriction.service does not run /usr/sbin/gpu-mknod"
 grep -q '^ExecStart=/usr/sbin/gpu-mig apply -q \$MIG_APPLY_ARGS$' "$dest$unitdir/gpu-mig.service" ||
   fail "gpu-mig.service does not run /usr/sbin/gpu-mig apply"
+grep -q '^ExecStart=/usr/sbin/gpuinit status -q --prometheus /var/lib/prometheus/node-exporter/gpuinit.prom$' \
+  "$dest$unitdir/gpuinit-status.service" || fail "gpuinit-status.service does not run /usr/sbin/gpuinit status"
+grep -q ' || /usr/sbin/gpuinit status -q --prometheus ' "$dest/etc/cron.d/gpuinit-status" ||
+  fail "the cron line does not run /usr/sbin/gpuinit status"
 grep -q '^ConditionPathExists=/etc/gpu-mig-layout.conf$' "$dest$unitdir/gpu-mig.service" ||
   fail "gpu-mig.service does not wait for a declared layout"
 grep -q '^MIG_LAYOUT=/etc/gpu-mig-layout.conf$' "$dest/etc/init.d/gpu-restriction" ||

@@ -41,6 +41,15 @@ grep -qx /etc/default/gpu-restriction "$work/tools-control/conffiles" ||
 [[ -f $work/tools/usr/share/initramfs-tools/hooks/gpu-restriction ]] || fail "no initramfs hook"
 grep -q 'update-initramfs' "$work/tools-control/triggers" || fail "no update-initramfs trigger"
 [[ -f $work/tools/usr/lib/sysusers.d/gpu-persist.conf ]] || fail "no sysusers entry"
+# gpuinit status's textfile: the timer, and for SysV the cron line (a
+# conffile, its line commented out until the admin wants it).
+for unit in gpuinit-status.service gpuinit-status.timer; do
+  [[ -f $work/tools/lib/systemd/system/$unit ]] || fail "no $unit"
+done
+grep -qx /etc/cron.d/gpuinit-status "$work/tools-control/conffiles" ||
+  fail "/etc/cron.d/gpuinit-status is not a conffile"
+grep -q '^#\* \* \* \* \* root ' "$work/tools/etc/cron.d/gpuinit-status" ||
+  fail "the cron line is not there, or not commented out"
 for completion in gpuinit gpu-mknod gpu-modload gpu-persist gpu-mig gpu-limit gpu-limit-runtime; do
   [[ -e $work/tools/usr/share/bash-completion/completions/$completion ]] ||
     fail "no bash completion for $completion"

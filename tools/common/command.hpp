@@ -29,6 +29,8 @@ extern const Command kLimitCommand;
 // BinaryName and a Kubernetes RuntimeClass, which run a runtime with runc's
 // arguments and no words of ours.
 extern const Command kLimitRuntimeCommand;
+// gpuinit status: the machine as a whole; run as `gpuinit status` only.
+extern const Command kStatusCommand;
 
 // Every command, in the order `gpuinit --help` lists them.
 std::span<const Command* const> all_commands();

@@ -6,7 +6,8 @@ namespace gpuinit::tools {
 namespace {
 
 constexpr const Command* kCommands[] = {&kMknodCommand, &kModloadCommand, &kPersistCommand,
-                                        &kMigCommand,   &kLimitCommand,   &kLimitRuntimeCommand};
+                                        &kMigCommand,   &kLimitCommand,   &kLimitRuntimeCommand,
+                                        &kStatusCommand};
 
 } // namespace
 

@@ -379,6 +379,12 @@ Status SafeDir::write_atomic(const std::string& name, std::string_view data, mod
         }
         data.remove_prefix(static_cast<size_t>(n));
     }
+    // On disk before the name points at it: after a crash the name holds the
+    // old text or the new, never an empty file (ext4 and xfs may otherwise
+    // order the rename first).
+    if (status && ::fsync(fd.get()) != 0) {
+        status = errno_error("cannot sync " + path_of(temp));
+    }
     if (status && ::renameat(fd_.get(), temp.c_str(), fd_.get(), name.c_str()) != 0) {
         status = errno_error("cannot rename " + path_of(temp) + " over " + path_of(name));
     }

@@ -83,7 +83,9 @@ class SafeDir {
     // Names in the directory, without "." and "..", unsorted.
     Result<std::vector<std::string>> list() const;
     // Writes `data` under a temporary name (O_EXCL, so a planted link or
-    // file there is never written through), then renames it over `name`.
+    // file there is never written through), fsyncs it, then renames it over
+    // `name`: a reader, or the file after a crash, has the old text or the
+    // new one, never part of either.
     Status write_atomic(const std::string& name, std::string_view data, mode_t mode) const;
 
   private:
