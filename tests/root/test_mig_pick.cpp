@@ -403,7 +403,7 @@ TEST(MigLeasesRoot, TheDefaultPolicyLetsEachUserHoldOneInstance) {
                                   {"pick", "--root", box.dir.path(), "-n", "21", "--format", "key",
                                    "--hold", "--", "/bin/true"}),
                           &output),
-              4)
+              6)
         << output;
     EXPECT_NE(output.find("mig-leases-per-user"), std::string::npos) << output;
     std::string first;
@@ -432,7 +432,7 @@ TEST(MigLeasesRoot, TheDefaultPolicyLetsEachUserHoldOneInstance) {
                             &other);
             std::printf("again %d: %s\nother %d: %s\n", again_rc, again.c_str(), other_rc,
                         other.c_str());
-            return again_rc == 4 &&
+            return again_rc == 6 &&
                            again.find("you hold 1 MIG lease already") != std::string::npos &&
                            other_rc == 0 && other == "gpu1/gi8/ci0\n"
                        ? 0
@@ -538,6 +538,21 @@ TEST(MigLeasesRoot, RootSeesTheHolderAndTakesTheLeaseBack) {
         &output);
     stop(holder);
     EXPECT_EQ(rc, 0) << output;
+}
+
+// Taking a lease back replaces its file in root's directory: a user is
+// told it needs root, with gpuinit(8)'s "not permitted" (5).
+TEST(MigLeasesRoot, ReleaseIsForRootAlone) {
+    GPUINIT_REQUIRE_ROOT();
+    GPUINIT_REQUIRE_SETPRIV();
+    RootBox box;
+    std::string output;
+    EXPECT_EQ(run_process(as_user(kJobUser, kJobUser,
+                                  {"release", "--root", box.dir.path(), "gpu1/gi7/ci0"}),
+                          &output),
+              5)
+        << output;
+    EXPECT_NE(output.find("(releasing a lease needs root)"), std::string::npos) << output;
 }
 
 } // namespace gpuinit
