@@ -134,7 +134,7 @@ void print_json(const std::string& json) {
 // sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
 int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     mig::SyncOutcome outcome = mig::sync(root, {options.smi_output});
-    MknodReportContext context{root.root(), mig_nodes_exit(outcome.nodes.status)};
+    MknodReportContext context{root.root(), mig_nodes_exit(outcome.nodes.status), "gpu-mig"};
     int code = mig_sync_exit(outcome);
     if (common.json) {
         if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
@@ -190,7 +190,10 @@ int run_release(const CommonOptions& common, const Sysroot& root, std::string_vi
     Diagnostics diagnostics;
     auto release = mig::release(root, key, diagnostics);
     if (!release) {
-        return fail(common, release.error(), kMigCannotRun);
+        int code = release.error().code == EPERM || release.error().code == EACCES
+                       ? kMigNotPermitted
+                       : kMigCannotRun;
+        return fail(common, release.error(), code);
     }
     if (common.json) {
         print_json(render_mig_release_json(*release, diagnostics, kMigOk));

@@ -1,0 +1,84 @@
+// What an admin reads from gpu-mig sync on the 4xA100 box (21
+// instances): sync speaks as gpu-mig in one summary line (every detail with
+// -v), each warning once and short. sync makes cap nodes: root.
+#include "machine_fixture.hpp"
+#include "root_helpers.hpp"
+#include "temp_dir.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace gpuinit {
+
+using testing::run_process;
+using testing::TempDir;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+// gpuinit mig --root DIR ARGS with stdout and stderr apart, no NVML and no
+// nvidia-smi (PATH leads nowhere, LD_LIBRARY_PATH is not set).
+int gpu_mig(const std::string& root, const std::vector<std::string>& args, std::string* out,
+            std::string* err) {
+    TempDir files;
+    std::string command = "exec /usr/bin/env -i PATH=/nonexistent '" + std::string(GPUINIT_BIN) +
+                          "' mig --root '" + root + "'";
+    for (const std::string& arg : args) {
+        command += " '" + arg + "'";
+    }
+    command += " >'" + (files / "out") + "' 2>'" + (files / "err") + "'";
+    int rc = run_process({"/bin/sh", "-c", command});
+    out->clear();
+    err->clear();
+    run_process({"/bin/cat", files / "out"}, out);
+    run_process({"/bin/cat", files / "err"}, err);
+    return rc;
+}
+
+} // namespace
+
+TEST(MigToolRoot, SyncSaysInOneLineAsGpuMigWhatItDid) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    // DeviceFileModify: 1, as the driver's default: sync (through the node
+    // layer) would write 0 to 44 access files, which are no procfs here.
+    ASSERT_TRUE(testing::write_fixture(testing::a100_mig_box(), dir.path()));
+    std::string out;
+    std::string err;
+    ASSERT_EQ(gpu_mig(dir.path(), {"sync"}, &out, &err), 0) << out << err;
+    EXPECT_EQ(lines_of(out).size(), 1u) << out;
+    EXPECT_TRUE(out.starts_with("gpu-mig: sync: 21 MIG instances, 0 named; cap nodes: ")) << out;
+    EXPECT_NE(out.find(" 21 created, 0 repaired, 0 removed, 0 kept"), std::string::npos) << out;
+    std::vector<std::string> warnings = lines_of(err);
+    EXPECT_EQ(warnings.size(), 2u) << err; // the access files, the names
+    for (const std::string& line : warnings) {
+        EXPECT_TRUE(line.starts_with("gpu-mig: warning: ")) << line;
+        EXPECT_LE(line.size(), 260u) << line;
+    }
+    EXPECT_EQ((out + err).find("gpu-mknod"), std::string::npos) << out << err;
+    EXPECT_NE(err.find("44 files like "), std::string::npos) << err;
+    EXPECT_NE(err.find("21 MIG instances have no profile name or MIG UUID"), std::string::npos)
+        << err;
+
+    // -v: every node and lease, still as gpu-mig.
+    ASSERT_EQ(gpu_mig(dir.path(), {"sync", "-v"}, &out, &err), 0) << out << err;
+    EXPECT_GT(lines_of(out).size(), 21u) << out;
+    EXPECT_EQ((out + err).find("gpu-mknod"), std::string::npos) << out << err;
+    EXPECT_NE(out.find("gpu-mig: nothing to do: 4 GPU(s)"), std::string::npos) << out;
+}
+
+} // namespace gpuinit
