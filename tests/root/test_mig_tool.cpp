@@ -1,12 +1,12 @@
-// What an admin reads from gpu-mig sync on the 4xA100 box (21
+// What an admin reads from gpu-mig sync and list on the 4xA100 box (21
 // instances): sync speaks as gpu-mig in one summary line (every detail with
-// -v), each warning once and short. sync makes cap nodes: root.
+// -v), each warning once and short; list says when a lease's holder is not
+// to be seen. sync makes cap nodes: root.
 #include "machine_fixture.hpp"
 #include "root_helpers.hpp"
 #include "temp_dir.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
 #include <string>
@@ -79,6 +79,52 @@ TEST(MigToolRoot, SyncSaysInOneLineAsGpuMigWhatItDid) {
     EXPECT_GT(lines_of(out).size(), 21u) << out;
     EXPECT_EQ((out + err).find("gpu-mknod"), std::string::npos) << out << err;
     EXPECT_NE(out.find("gpu-mig: nothing to do: 4 GPU(s)"), std::string::npos) << out;
+}
+
+// A lease held by a process the caller cannot see (here: not in the copy's
+// /proc) is "leased by ?", and a note says why, instead of a bare "leased".
+TEST(MigToolRoot, ListSaysWhenALeasesHolderCannotBeSeen) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    testing::FakeMachine machine = testing::a100_mig_box();
+    machine.cap_modify = false;
+    ASSERT_TRUE(testing::write_fixture(machine, dir.path()));
+    std::string out;
+    std::string err;
+    ASSERT_EQ(gpu_mig(dir.path(), {"sync"}, &out, &err), 0) << out << err;
+    int gate[2];
+    ASSERT_EQ(::pipe(gate), 0);
+    pid_t holder = ::fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+        ::close(gate[0]);
+        ::dup2(gate[1], STDOUT_FILENO);
+        ::execl(GPUINIT_BIN, GPUINIT_BIN, "mig", "pick", "--root", dir.path().c_str(), "--format",
+                "key", "--hold", "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exec sleep 30",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(gate[1]);
+    char picked[64] = {};
+    ssize_t got = ::read(gate[0], picked, sizeof picked - 1);
+    ::close(gate[0]);
+    ASSERT_GT(got, 0);
+    EXPECT_EQ(std::string(picked), "gpu1/gi7/ci0\n");
+    int rc = gpu_mig(dir.path(), {"list"}, &out, &err);
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+    EXPECT_EQ(rc, 0) << out << err;
+    auto lines = lines_of(out);
+    ASSERT_GE(lines.size(), 2u) << out;
+    EXPECT_TRUE(lines[1].ends_with(" leased by ?")) << out;
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const std::string& l) { return l.ends_with(" free"); }),
+              20)
+        << out;
+    EXPECT_NE(err.find("gpu-mig: note: 1 leases (by ?) are held by processes this /proc does "
+                       "not show"),
+              std::string::npos)
+        << err;
 }
 
 } // namespace gpuinit

@@ -93,6 +93,7 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
     }
     rendered.out += format("%-4s %-13s %-3s %-3s %-10s %-29s %-41s %s\n", "GPU", "PCI", "GI", "CI",
                            "PROFILE", "CAPS (/dev/nvidia-caps/)", "UUID", "STATE");
+    size_t unseen = 0; // leases held by processes the caller cannot see
     for (const InstanceUse& use : uses.uses) {
         const MigInstance& i = use.instance;
         std::string state = state_of(use);
@@ -105,10 +106,24 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
         for (const LeaseHolder& holder : use.holders) {
             state += " by " + holder_text(holder);
         }
+        if (use.leased.value_or(false) && use.holders.empty()) {
+            state += " by ?";
+            ++unseen;
+        }
         std::string caps = format("nvidia-cap%u,nvidia-cap%u", i.gi_cap_minor, i.ci_cap_minor);
         rendered.out += format("%-4u %-13s %-3u %-3u %-10s %-29s %-41s %s\n", i.gpu_minor,
                                i.gpu_bdf.c_str(), i.gi, i.ci, or_unknown(i.profile).c_str(),
                                caps.c_str(), or_unknown(i.uuid).c_str(), state.c_str());
+    }
+    if (unseen != 0 && verbosity >= 0) {
+        rendered.err +=
+            uses.all_holders
+                ? format("%s: note: %zu leases (by ?) are held by processes this /proc does not "
+                         "show (another PID namespace, or --root on a copy of a machine)\n",
+                         kProgram, unseen)
+                : format("%s: note: %zu leases (by ?) are held by other users' processes; only "
+                         "root sees who holds them\n",
+                         kProgram, unseen);
     }
     if (uses.uninspected != 0 && verbosity >= 0) {
         rendered.err += format("%s: note: %zu processes of other users could not be inspected "
@@ -124,6 +139,7 @@ std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& di
     json.begin_object();
     json.key("exit_code").value(exit_code);
     json.key("uninspected_processes").value(static_cast<uint64_t>(uses.uninspected));
+    json.key("holders_of").value(uses.all_holders ? "all" : "caller");
     json.key("instances").begin_array();
     for (const InstanceUse& use : uses.uses) {
         const MigInstance& i = use.instance;
