@@ -7,6 +7,7 @@
 #include "temp_dir.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
 #include <string>
@@ -125,6 +126,42 @@ TEST(MigToolRoot, ListSaysWhenALeasesHolderCannotBeSeen) {
                        "not show"),
               std::string::npos)
         << err;
+}
+
+// gpuinit-make-fixture --mig: the 4xA100 box and its saved nvidia-smi
+// output, tried as gpu-mig(8) says (TRYING IT WITHOUT A GPU): gpu-mknod
+// makes the GPU nodes, sync names the 21 instances,
+// list shows them, gres writes a gres.conf that gres --check then passes.
+TEST(MigToolRoot, TheMigSampleMachineRunsWhatTheManPageSays) {
+    GPUINIT_REQUIRE_ROOT();
+    TempDir dir;
+    std::string root = dir / "mig";
+    std::string log;
+    ASSERT_EQ(run_process({GPUINIT_MAKE_FIXTURE_BIN, "--mig", root}, &log), 0) << log;
+    // The GPU nodes are gpu-mknod's, the cap nodes sync's: gres --check
+    // looks for both.
+    ASSERT_EQ(run_process({GPUINIT_BIN, "mknod", "--root", root}, &log), 0) << log;
+    std::string saved = root + "/nvidia-smi-output";
+    std::string out;
+    std::string err;
+    ASSERT_EQ(gpu_mig(root, {"sync", "--nvidia-smi-output", saved}, &out, &err), 0) << out << err;
+    EXPECT_NE(out.find("21 MIG instances, 21 named from nvidia-smi output"), std::string::npos)
+        << out;
+    ASSERT_EQ(gpu_mig(root, {"list"}, &out, &err), 0) << out << err;
+    auto lines = lines_of(out);
+    ASSERT_EQ(lines.size(), 22u) << out;
+    EXPECT_NE(lines[1].find(" 1g.10gb "), std::string::npos) << out;
+    EXPECT_NE(lines[1].find(" MIG-"), std::string::npos) << out;
+    ASSERT_EQ(gpu_mig(root, {"gres"}, &out, &err), 0) << out << err;
+    // Two comments, GPU 0, the 21 instances, the slurm.conf fragment.
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 25) << out;
+    std::string conf = dir / "gres.conf";
+    std::ofstream(conf) << out;
+    EXPECT_EQ(gpu_mig(root, {"gres", "--check", conf}, &out, &err), 0) << out << err;
+    EXPECT_NE(out.find("matches the machine"), std::string::npos) << out;
+    EXPECT_EQ(gpu_mig(root, {"pick", "--format", "key", "--hold", "--", "/bin/true"}, &out, &err),
+              0)
+        << out << err;
 }
 
 } // namespace gpuinit
