@@ -86,13 +86,8 @@ constexpr const char* kUsage =
     "  -h, --help           show this help\n"
     "  -V, --version        show the version\n"
     "\n"
-    "Exit status: 0 ok; 1 usage error; 2 sync, list or apply partly failed (apply:\n"
-    "a GPU failed, is busy, or waits for a reset); 3 cannot run (no leases: run\n"
-    "sync; unknown MIG UUIDs or profiles; bad CUDA_VISIBLE_DEVICES; no /proc; env:\n"
-    "a device gres.conf does not name; apply: a bad layout, no NVML or nvidia-smi);\n"
-    "4 pick: no free instance or your share held; gres --check, apply --check: the\n"
-    "file or a GPU differs from the machine or the layout;\n"
-    "with --hold, CMD's status (126 not executable, 127 not found).\n";
+    "Exit status: 0 ok, 1 usage, 2 partial, 3 failed, 4 differs, 5 not permitted, 6 busy, "
+    "126 CMD cannot run, 127 CMD not found (gpuinit(8)).\n";
 
 constexpr uint64_t kMaxWaitSeconds = 604800; // a week
 
@@ -139,7 +134,7 @@ void print_json(const std::string& json) {
 // sync: the cap nodes (gpu-mknod --mig), then the leases, then the names.
 int run_sync(const CommonOptions& common, const Sysroot& root, const MigOptions& options) {
     mig::SyncOutcome outcome = mig::sync(root, {options.smi_output});
-    MknodReportContext context{root.root(), mig_nodes_exit(outcome.nodes.status)};
+    MknodReportContext context{root.root(), mig_nodes_exit(outcome.nodes.status), "gpu-mig"};
     int code = mig_sync_exit(outcome);
     if (common.json) {
         if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
@@ -178,8 +173,8 @@ int run_apply(const CommonOptions& common, const Sysroot& root, const mig::Apply
     if (!report) {
         return fail(common, report.error(), kMigCannotRun);
     }
-    MknodReportContext context{root.root(),
-                               report->sync ? mig_nodes_exit(report->sync->nodes.status) : 0};
+    MknodReportContext context{
+        root.root(), report->sync ? mig_nodes_exit(report->sync->nodes.status) : 0, "gpu-mig"};
     int code = mig_apply_exit(*report, request.mode);
     if (common.json) {
         print_json(render_mig_apply_json(*report, context, code));
@@ -195,7 +190,10 @@ int run_release(const CommonOptions& common, const Sysroot& root, std::string_vi
     Diagnostics diagnostics;
     auto release = mig::release(root, key, diagnostics);
     if (!release) {
-        return fail(common, release.error(), kMigCannotRun);
+        int code = release.error().code == EPERM || release.error().code == EACCES
+                       ? kMigNotPermitted
+                       : kMigCannotRun;
+        return fail(common, release.error(), code);
     }
     if (common.json) {
         print_json(render_mig_release_json(*release, diagnostics, kMigOk));

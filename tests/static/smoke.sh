@@ -91,7 +91,7 @@ gpu-persist)
   ;;
 gpu-mig)
   # The sample has no MIG instances: sync makes the lease directory, list
-  # says there is nothing, pick exits 3 (cannot pick), not 4 (none free).
+  # says there is nothing, pick exits 3 (cannot pick), not 6 (none free).
   env -i "$tool" --root "$work/root" sync | grep -q "0 created, 0 repaired, 0 removed, 0 kept" ||
     fail "sync"
   [[ $(stat -c '%F %a' "$work/root/run/gpu-mig") == "directory 755" ]] || fail "sync's directory"

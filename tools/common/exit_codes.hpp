@@ -64,18 +64,20 @@ enum PersistExit : int {
     kPersistRefused = kExitFailed,      // client: the daemon refused the request (unknown GPU, ...)
 };
 
-// gpu-mig(8)
+// gpu-mig(8): the table's codes, by what they mean here.
 enum MigExit : int {
-    kMigOk = 0,
-    kMigUsage = 1,
-    kMigPartial = 2, // sync: some node or lease could not be made; list: some instance unreadable
+    kMigOk = kExitOk,
+    kMigUsage = kExitUsage,
+    kMigPartial = kExitPartial, // sync: some node or lease could not be made; list: some
+                                // instance unreadable; apply: some GPU not changed
     // No usable leases or /proc, unknown UUIDs or profiles, bad *_VISIBLE_DEVICES; env: a
     // device gres.conf does not name
-    kMigCannotRun = 3,
-    kMigNoneFree = 4,           // pick: no free instance (after --wait)
-    kMigDiffers = 4,            // gres --check, apply --check: the file differs from the machine
-    kMigCommandCannotRun = 126, // pick --hold: CMD found but not executable
-    kMigCommandNotFound = 127,  // pick --hold: CMD not found
+    kMigCannotRun = kExitFailed,
+    kMigDiffers = kExitDiffers,           // gres --check, apply --check: differs from the machine
+    kMigNotPermitted = kExitNotPermitted, // release: replacing a lease needs root
+    kMigNoneFree = kExitBusy,             // pick: none free, or your share held (after --wait)
+    kMigCommandCannotRun = kExitCommandCannotRun, // pick --hold: CMD found but not executable
+    kMigCommandNotFound = kExitCommandNotFound,   // pick --hold: CMD not found
 };
 
 // gpu-limit(8)

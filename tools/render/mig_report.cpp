@@ -4,6 +4,8 @@
 #include "gpuinit/base/text.hpp"
 #include "gpuinit/mig/apply.hpp"
 
+#include <algorithm>
+
 namespace gpuinit::tools {
 
 namespace {
@@ -91,6 +93,7 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
     }
     rendered.out += format("%-4s %-13s %-3s %-3s %-10s %-29s %-41s %s\n", "GPU", "PCI", "GI", "CI",
                            "PROFILE", "CAPS (/dev/nvidia-caps/)", "UUID", "STATE");
+    size_t unseen = 0; // leases held by processes the caller cannot see
     for (const InstanceUse& use : uses.uses) {
         const MigInstance& i = use.instance;
         std::string state = state_of(use);
@@ -103,10 +106,24 @@ Rendered render_mig_list_text(const InstanceUses& uses, const Diagnostics& diagn
         for (const LeaseHolder& holder : use.holders) {
             state += " by " + holder_text(holder);
         }
+        if (use.leased.value_or(false) && use.holders.empty()) {
+            state += " by ?";
+            ++unseen;
+        }
         std::string caps = format("nvidia-cap%u,nvidia-cap%u", i.gi_cap_minor, i.ci_cap_minor);
         rendered.out += format("%-4u %-13s %-3u %-3u %-10s %-29s %-41s %s\n", i.gpu_minor,
                                i.gpu_bdf.c_str(), i.gi, i.ci, or_unknown(i.profile).c_str(),
                                caps.c_str(), or_unknown(i.uuid).c_str(), state.c_str());
+    }
+    if (unseen != 0 && verbosity >= 0) {
+        rendered.err +=
+            uses.all_holders
+                ? format("%s: note: %zu leases (by ?) are held by processes this /proc does not "
+                         "show (another PID namespace, or --root on a copy of a machine)\n",
+                         kProgram, unseen)
+                : format("%s: note: %zu leases (by ?) are held by other users' processes; only "
+                         "root sees who holds them\n",
+                         kProgram, unseen);
     }
     if (uses.uninspected != 0 && verbosity >= 0) {
         rendered.err += format("%s: note: %zu processes of other users could not be inspected "
@@ -122,6 +139,7 @@ std::string render_mig_list_json(const InstanceUses& uses, const Diagnostics& di
     json.begin_object();
     json.key("exit_code").value(exit_code);
     json.key("uninspected_processes").value(static_cast<uint64_t>(uses.uninspected));
+    json.key("holders_of").value(uses.all_holders ? "all" : "caller");
     json.key("instances").begin_array();
     for (const InstanceUse& use : uses.uses) {
         const MigInstance& i = use.instance;
@@ -264,9 +282,101 @@ std::string render_mig_sync_json(const MigSyncReport& report, const MknodOutcome
     return finished(json, diagnostics);
 }
 
+namespace {
+
+// Warnings that differ only in their file (one per cap node's access file,
+// say) folded into one line each: "44 files like F are ...". Errors stay
+// one by one.
+Diagnostics folded(const Diagnostics& diagnostics) {
+    std::vector<std::pair<std::string, std::vector<const Diagnostic*>>> groups;
+    Diagnostics out;
+    auto shape = [](const Diagnostic& d) {
+        std::string message = d.message;
+        for (size_t at = message.find(d.where.file);
+             !d.where.file.empty() && at != std::string::npos;
+             at = message.find(d.where.file, at + 2)) {
+            message.replace(at, d.where.file.size(), "{}");
+        }
+        return message;
+    };
+    for (const Diagnostic& d : diagnostics.items()) {
+        if (d.severity != Severity::Warning || d.where.file.empty() || d.where.line != 0) {
+            continue;
+        }
+        std::string key = shape(d);
+        auto group = std::find_if(groups.begin(), groups.end(),
+                                  [&](const auto& g) { return g.first == key; });
+        if (group == groups.end()) {
+            groups.push_back({key, {&d}});
+        } else {
+            group->second.push_back(&d);
+        }
+    }
+    for (const Diagnostic& d : diagnostics.items()) {
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+            return std::find(g.second.begin(), g.second.end(), &d) != g.second.end();
+        });
+        if (group == groups.end() || group->second.size() == 1) {
+            out.add(d);
+        } else if (group->second.front() == &d) {
+            std::string message = group->first;
+            if (size_t at = message.find("{} is "); at != std::string::npos) {
+                message.replace(at, 6, "{} are ");
+            }
+            std::string files = format("%zu files like ", group->second.size()) + d.where.file;
+            for (size_t at = message.find("{}"); at != std::string::npos;
+                 at = message.find("{}", at + files.size())) {
+                message.replace(at, 2, files);
+            }
+            out.warning(message);
+        }
+    }
+    return out;
+}
+
+// sync's one line without -v: the instances, their names, what changed in
+// the cap nodes and the leases.
+std::string sync_summary(const mig::SyncOutcome& outcome, const MknodReportContext& context) {
+    size_t named = 0;
+    for (const MigInstance& instance : outcome.view.instances) {
+        named += !instance.profile.empty() && !instance.uuid.empty() ? 1 : 0;
+    }
+    std::string line = format("%s: sync: %zu MIG instances, %zu named", context.program,
+                              outcome.view.instances.size(), named);
+    if (!outcome.view.names_source.empty()) {
+        line += " from " + outcome.view.names_source;
+    }
+    const ReconcileResult& nodes = outcome.nodes.result;
+    std::string changed;
+    const std::pair<Change::Kind, const char*> kinds[] = {{Change::Kind::Create, "created"},
+                                                          {Change::Kind::Repair, "repaired"},
+                                                          {Change::Kind::Replace, "replaced"},
+                                                          {Change::Kind::Remove, "removed"},
+                                                          {Change::Kind::Failed, "failed"}};
+    for (const auto& [kind, name] : kinds) {
+        if (size_t count = nodes.count(kind); count != 0) {
+            changed += format("%s%zu %s", changed.empty() ? "" : ", ", count, name);
+        }
+    }
+    line += "; cap nodes: " + (changed.empty() ? std::string("all correct") : changed);
+    const LeaseSync& leases = outcome.leases;
+    line += format("; leases in %s: %zu created, %zu repaired, %zu removed, %zu kept\n",
+                   outcome.lease_dir.c_str(), leases.created.size(), leases.repaired.size(),
+                   leases.removed.size(), leases.kept);
+    return line;
+}
+
+} // namespace
+
 Rendered render_sync_outcome_text(const mig::SyncOutcome& outcome,
                                   const MknodReportContext& context, int verbosity) {
-    Rendered rendered = render_mknod_text(outcome.nodes, context, verbosity);
+    bool detail = verbosity > 0 || outcome.status == mig::SyncOutcome::Status::NothingDone;
+    Rendered rendered;
+    if (detail) {
+        rendered = render_mknod_text(outcome.nodes, context, verbosity);
+    } else {
+        render_diagnostics(context.program, folded(outcome.nodes.diagnostics), verbosity, rendered);
+    }
     if (outcome.status == mig::SyncOutcome::Status::NothingDone) {
         return rendered;
     }
@@ -274,6 +384,13 @@ Rendered render_sync_outcome_text(const mig::SyncOutcome& outcome,
         Diagnostics failed;
         failed.add(*outcome.failure);
         render_diagnostics(kProgram, failed, verbosity, rendered);
+        return rendered;
+    }
+    if (!detail) {
+        render_diagnostics(kProgram, folded(outcome.diagnostics), verbosity, rendered);
+        if (verbosity >= 0) {
+            rendered.out += sync_summary(outcome, context);
+        }
         return rendered;
     }
     Rendered leases = render_mig_sync_text(

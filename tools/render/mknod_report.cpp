@@ -47,7 +47,8 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
     std::string& out = rendered.out;
     bool ran = outcome.status != MknodStatus::NothingDone || !outcome.result.changes.empty();
     if (verbosity >= 0 && outcome.dry_run && ran) {
-        out += "gpu-mknod: dry run on " + context.root_display + ": nothing is changed\n";
+        out += std::string(context.program) + ": dry run on " + context.root_display +
+               ": nothing is changed\n";
     }
     if (verbosity >= 1) {
         // The driver's model, else the pci.ids name.
@@ -84,7 +85,7 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
         out += format("%-14s %-*s  ", shown_verb.c_str(), width, path.c_str()) +
                printable(change.detail) + "\n";
     }
-    render_diagnostics("gpu-mknod", outcome.diagnostics, verbosity, rendered);
+    render_diagnostics(context.program, outcome.diagnostics, verbosity, rendered);
     if (verbosity >= 0 && ran) {
         const ReconcileResult& result = outcome.result;
         size_t created = result.count(Change::Kind::Create);
@@ -94,11 +95,12 @@ Rendered render_mknod_text(const MknodOutcome& outcome, const MknodReportContext
         size_t unchanged = result.count(Change::Kind::Unchanged);
         size_t failed = result.count(Change::Kind::Failed);
         if (created + replaced + repaired + removed + failed == 0) {
-            out += format("gpu-mknod: nothing to do: %zu GPU(s), %zu node(s) and link(s) already "
-                          "correct\n",
+            out += std::string(context.program) +
+                   format(": nothing to do: %zu GPU(s), %zu node(s) and link(s) already correct\n",
                           outcome.machine.gpus.size(), unchanged);
         } else {
-            out += format("gpu-mknod: %zu GPU(s): %s%zu created, %zu repaired, %zu replaced, %zu "
+            out += std::string(context.program) +
+                   format(": %zu GPU(s): %s%zu created, %zu repaired, %zu replaced, %zu "
                           "removed, %zu unchanged, %zu failed\n",
                           outcome.machine.gpus.size(), outcome.dry_run ? "would be " : "", created,
                           repaired, replaced, removed, unchanged, failed);

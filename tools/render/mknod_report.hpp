@@ -9,10 +9,12 @@
 
 namespace gpuinit::tools {
 
-// "/" or the root directory, as the report names it.
+// "/" or the root directory, as the report names it, and the tool the
+// user ran (gpu-mig sync makes the cap nodes through the same layer).
 struct MknodReportContext {
     std::string root_display = "/";
     int exit_code = 0;
+    const char* program = "gpu-mknod";
 };
 
 // verbosity: -1 quiet (errors only), 0 changes and problems, 1 also

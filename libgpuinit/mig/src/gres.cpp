@@ -357,15 +357,9 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
     for (const GresConfRecord& record : *configured) {
         ++counts[record.type];
         seen.insert(join(record.files, ','));
+        // A minor the driver does not have is a wrong device (the mistake to
+        // fix: the minor), whether or not a file of that name exists.
         for (const std::string& file : record.files) {
-            auto exists = root.exists(strip_slashes(file));
-            if (!exists || !*exists) {
-                findings.push_back({GresFinding::Kind::MissingFile, record.line,
-                                    at(record.line) + file +
-                                        " does not exist: slurmd skips this "
-                                        "device"});
-                continue;
-            }
             if (auto minor = device_path_number(file, "/dev/nvidia");
                 minor && !gpu_minors.count(*minor)) {
                 findings.push_back({GresFinding::Kind::WrongDevice, record.line,
@@ -373,6 +367,7 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
                                         " is no GPU the driver lists (its minors: /proc/"
                                         "driver/nvidia/gpus/*/information; nvidia-smi's "
                                         "index is not the minor)"});
+                continue;
             }
             if (auto minor = device_path_number(file, "/dev/nvidia-caps/nvidia-cap");
                 minor && !cap_minors.count(*minor)) {
@@ -380,6 +375,11 @@ Result<std::vector<GresFinding>> check_gres_conf(std::string_view text, std::str
                     {GresFinding::Kind::GoneInstance, record.line,
                      at(record.line) + file +
                          " belongs to no existing MIG instance: rerun gpu-mig gres"});
+            }
+            if (auto exists = root.exists(strip_slashes(file)); !exists || !*exists) {
+                findings.push_back(
+                    {GresFinding::Kind::MissingFile, record.line,
+                     at(record.line) + file + " does not exist: slurmd skips this device"});
             }
         }
         if (record.files.size() == 1) {

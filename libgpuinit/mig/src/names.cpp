@@ -245,7 +245,7 @@ const MigNameGpu* MigNames::gpu(std::string_view gpu_uuid) const {
 }
 
 void apply_mig_names(std::vector<MigInstance>& instances, const MigNames& names,
-                     Diagnostics& diagnostics) {
+                     Diagnostics& diagnostics, std::string_view why) {
     std::vector<std::string> no_profile;
     std::vector<std::string> no_uuid;
     std::vector<MigNameKey> used;
@@ -267,24 +267,33 @@ void apply_mig_names(std::vector<MigInstance>& instances, const MigNames& names,
     }
     std::string source = names.source().empty() ? std::string("no source") : names.source();
     if (!no_profile.empty() || !no_uuid.empty()) {
+        // One line: how many lack what, the first of them, why, the fix.
         std::string what;
-        if (!no_profile.empty()) {
-            what = format("%zu without a profile name (%s)", no_profile.size(),
-                          instance_list(no_profile).c_str());
+        if (no_profile == no_uuid) {
+            what = format("%zu MIG instances have no profile name or MIG UUID", no_uuid.size());
+        } else if (!no_profile.empty() && !no_uuid.empty()) {
+            what = format("%zu MIG instances have no profile name, %zu no MIG UUID",
+                          no_profile.size(), no_uuid.size());
+        } else {
+            what = no_profile.empty()
+                       ? format("%zu MIG instances have no MIG UUID", no_uuid.size())
+                       : format("%zu MIG instances have no profile name", no_profile.size());
         }
-        if (!no_uuid.empty()) {
-            what +=
-                (what.empty() ? "" : "; ") + format("%zu without a MIG UUID (%s)", no_uuid.size(),
-                                                    instance_list(no_uuid).c_str());
+        const std::vector<std::string>& keys =
+            no_profile.size() >= no_uuid.size() ? no_profile : no_uuid;
+        what += " (" + keys.front() + (keys.size() > 1 ? ", ...)" : ")");
+        if (!names.source().empty()) {
+            what += " in " + names.source();
         }
-        diagnostics.warning(
-            "MIG instances unknown to " + source + ": " + what +
-            ". These stay unknown (never guessed). Give them with the driver's NVML "
-            "(libnvidia-ml.so.1; the static tools through the NVML helper) or saved nvidia-smi "
-            "output: --nvidia-smi-output "
-            "DIR with L.txt (nvidia-smi -L), q.xml (nvidia-smi -q -x, for UUIDs) and "
-            "mig-lci.txt (nvidia-smi mig -lci, as root, for profiles), taken after the last "
-            "MIG change");
+        if (!why.empty()) {
+            what += ": " + std::string(why);
+        }
+        if (no_profile.empty()) {
+            what += "; q.xml (nvidia-smi -q -x) has the MIG UUIDs";
+        } else if (no_uuid.empty()) {
+            what += "; mig-lci.txt (nvidia-smi mig -lci, as root) has the profiles";
+        }
+        diagnostics.warning(what + "; " + std::string(kGiveMigNames));
     }
     std::sort(used.begin(), used.end());
     std::vector<std::string> stale;

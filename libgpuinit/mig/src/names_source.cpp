@@ -4,13 +4,26 @@
 #include "gpuinit/mig/names_file.hpp"
 #include "gpuinit/mig/nvml.hpp"
 
+#include <algorithm>
 #include <optional>
 
 namespace gpuinit {
 
 namespace {
 
-// Names from the driver now: NVML (dynamic build), else nvidia-smi.
+// What failed, without the advice after it: the caller says the fix once.
+// NVML's messages go on with the loader's or NVML's own words after ": "
+// or a parenthesis; its first clause says enough.
+std::string without_advice(const std::string& message, bool first_clause = false) {
+    size_t end = message.find("; ");
+    if (first_clause) {
+        end = std::min({end, message.find(": "), message.find(" (")});
+    }
+    return message.substr(0, end);
+}
+
+// Names from the driver now: NVML (dynamic build), else nvidia-smi. A
+// failure says, briefly, why each gave none.
 Result<MigNames> driver_names(Diagnostics& diagnostics) {
     std::string nvml_failure;
     if (nvml_supported()) {
@@ -22,20 +35,20 @@ Result<MigNames> driver_names(Diagnostics& diagnostics) {
             }
             return names;
         }
-        nvml_failure = "NVML: " + names.error().message + "; ";
+        nvml_failure = "NVML: " + without_advice(names.error().message, true) + "; ";
     }
     auto names = run_nvidia_smi(diagnostics);
     if (!names) {
         Diagnostic failure = names.error();
-        failure.message = nvml_failure + failure.message;
+        failure.message = nvml_failure + without_advice(failure.message);
         return failure;
     }
     return names;
 }
 
 std::string applied(std::vector<MigInstance>& instances, const MigNames& names,
-                    Diagnostics& diagnostics) {
-    apply_mig_names(instances, names, diagnostics);
+                    Diagnostics& diagnostics, std::string_view why = {}) {
+    apply_mig_names(instances, names, diagnostics, why);
     return names.source();
 }
 
@@ -69,14 +82,13 @@ Result<std::string> name_mig_instances(const Sysroot& root, const MigNamesReques
     if (live) {
         return applied(instances, *live, diagnostics);
     }
+    // One warning either way: what stays unknown, and why the driver did
+    // not name it.
+    const std::string& why = live.error().message;
     if (file) {
-        diagnostics.warning("MIG names from the driver: " + live.error().message +
-                            "; using the names file of the last gpu-mig sync, which lacks some");
-        return applied(instances, *file, diagnostics);
+        return applied(instances, *file, diagnostics, why);
     }
-    diagnostics.warning("MIG names from the driver: " + live.error().message +
-                        "; profiles and MIG UUIDs stay unknown");
-    return std::string();
+    return applied(instances, MigNames(), diagnostics, why);
 }
 
 } // namespace gpuinit

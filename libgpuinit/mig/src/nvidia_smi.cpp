@@ -1056,7 +1056,7 @@ Result<std::string> find_nvidia_smi() {
                          "--nvidia-smi",
                      EPERM);
     }
-    return error("nvidia-smi is not on PATH: install the driver's utilities, or give saved "
+    return error("nvidia-smi is not on PATH; install the driver's utilities, or give saved "
                  "output with --nvidia-smi-output DIR",
                  ENOENT);
 }

@@ -431,9 +431,10 @@ Result<InstanceUses> instance_uses(const Sysroot& root, const Machine& machine,
         }
         uses.uses.push_back(std::move(use));
     }
+    // Root sees every holder and its job; a user, its own processes.
+    bool root_caller = ::geteuid() == 0;
+    uses.all_holders = root_caller;
     if (!files.empty()) {
-        // Root sees every holder and its job; a user, its own processes.
-        bool root_caller = ::geteuid() == 0;
         auto lease_holders = find_lease_holders(
             root, files, root_caller ? std::nullopt : std::optional<uid_t>(::getuid()), true);
         if (!lease_holders) {

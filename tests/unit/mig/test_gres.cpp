@@ -223,6 +223,19 @@ TEST(MigGres, CheckFindsTheHandWrittenMistakes) {
     EXPECT_TRUE(has(GresFinding::Kind::CountChange, 0)) << all;
     EXPECT_EQ(all.find("nvidia9"), std::string::npos) << all;
 
+    // A minor the driver lacks, with no file of that name either (what an
+    // nvidia-smi index past the last minor gives): wrong-device, as
+    // gpu-mig(8) documents, not missing-file.
+    auto wrong = check_gres_conf("Name=gpu Type=a100 File=/dev/nvidia0\n"
+                                 "Name=gpu Type=a100 File=/dev/nvidia5\n",
+                                 "gres.conf", *plan, *root, box.machine, "");
+    ASSERT_TRUE(wrong) << wrong.error().text();
+    std::string kinds;
+    for (const GresFinding& f : *wrong) {
+        kinds += f.line == 2 ? std::string(gres_finding_name(f.kind)) + " " : "";
+    }
+    EXPECT_EQ(kinds, "wrong-device ") << all;
+
     auto malformed = check_gres_conf("Name=gpu File=/dev/nvidia0 MultipleFiles=/dev/nvidia1\n",
                                      "gres.conf", *plan, *root, box.machine, "");
     ASSERT_FALSE(malformed);

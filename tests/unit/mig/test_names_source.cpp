@@ -58,7 +58,11 @@ TEST(MigNamesSource, AFileLackingSomeIsUsedOnlyWhenTheDriverDoesNotAnswer) {
     EXPECT_NE(source->find("run/gpu-mig/names"), std::string::npos) << *source;
     EXPECT_EQ(s.box.instances[0].uuid, kUuid);
     EXPECT_EQ(s.box.instances[1].uuid, "");
-    EXPECT_TRUE(mentions(diagnostics, "using the names file of the last gpu-mig sync"));
+    // One warning: what the file lacks, and why the driver did not answer.
+    ASSERT_EQ(diagnostics.items().size(), 1u);
+    EXPECT_TRUE(mentions(diagnostics, "20 MIG instances have no profile name or MIG UUID"));
+    EXPECT_TRUE(mentions(diagnostics, "run/gpu-mig/names: "));
+    EXPECT_TRUE(mentions(diagnostics, "nvidia-smi is not on PATH"));
 }
 
 TEST(MigNamesSource, SyncAsksTheDriverNeverTheFile) {
@@ -69,7 +73,10 @@ TEST(MigNamesSource, SyncAsksTheDriverNeverTheFile) {
     ASSERT_TRUE(source);
     EXPECT_EQ(*source, "");
     EXPECT_EQ(s.box.instances[0].uuid, "");
-    EXPECT_TRUE(mentions(diagnostics, "profiles and MIG UUIDs stay unknown"));
+    ASSERT_EQ(diagnostics.items().size(), 1u);
+    EXPECT_TRUE(mentions(diagnostics, "21 MIG instances have no profile name or MIG UUID"));
+    EXPECT_TRUE(mentions(diagnostics, "nvidia-smi is not on PATH"));
+    EXPECT_LE(diagnostics.items()[0].text().size(), 260u) << diagnostics.items()[0].text();
 }
 
 TEST(MigNamesSource, SavedOutputTheAdminNamedMustBeReadable) {

@@ -150,7 +150,7 @@ TEST(MigPickProcess, ThirtyTwoConcurrentPicksOnFourteenFreeInstances) {
         if (rc == 0 && output.starts_with("picked gpu")) {
             ++successes;
             picked.insert(output.substr(7, output.find('\n') - 7));
-        } else if (rc == 4 && output.find("no 1 free MIG instance among the 21 visible to this "
+        } else if (rc == 6 && output.find("no 1 free MIG instance among the 21 visible to this "
                                           "job") != std::string::npos) {
             ++none_free;
         } else {
@@ -179,7 +179,7 @@ TEST(MigPickProcess, AHolderKilledWithSigkillFreesItsInstance) {
     EXPECT_EQ(run_process({"/usr/bin/env", only_gpu2[0], GPUINIT_BIN, "mig", "pick", "--root",
                            box.dir.path(), "--format", "key", "--hold", "--", "/bin/true"},
                           &output),
-              4)
+              6)
         << output;
     ASSERT_EQ(::kill(holder.pid, SIGKILL), 0);
     std::string rest;

@@ -98,11 +98,16 @@ class MigNames {
 
 // Fills `profile` and `uuid` of every instance the names know, by GPU UUID,
 // GI and CI. Instances left without a profile or UUID are reported once, in
-// one warning that says which and how to give them; names of instances the
-// driver does not list (output older than the last `nvidia-smi mig` change)
-// are reported once too and not used.
+// one short warning that says which and how to give them (with `why`, when
+// given: why no better source answered); names of instances the driver
+// does not list (output older than the last `nvidia-smi mig` change) are
+// reported once too and not used.
 void apply_mig_names(std::vector<MigInstance>& instances, const MigNames& names,
-                     Diagnostics& diagnostics);
+                     Diagnostics& diagnostics, std::string_view why = {});
+
+// How to give names when none answered, as the warnings end.
+inline constexpr std::string_view kGiveMigNames =
+    "give saved nvidia-smi output with --nvidia-smi-output DIR (gpu-mig(8), NAMES)";
 
 // ---- nvidia-smi's output, as text ----------------------------------------
 // Every parser reads line by line, takes only the forms below, and names

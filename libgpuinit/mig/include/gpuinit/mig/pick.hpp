@@ -86,6 +86,10 @@ struct InstanceUse {
 struct InstanceUses {
     std::vector<InstanceUse> uses;
     size_t uninspected = 0; // processes the caller may not inspect
+    // Whose processes were searched for lease holders: every process in
+    // <root>/proc (root), else only the caller's (another user's fds need
+    // ptrace access, and the lock itself does not say who took it).
+    bool all_holders = false;
 };
 
 // Every instance's lease (taken for an instant to see whether someone
