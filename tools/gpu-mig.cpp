@@ -557,6 +557,13 @@ int run(int argc, char** argv) {
         return cli.usage_error("unknown command " + quote(verb) +
                                ": pick, list, sync, release, gres, env or apply");
     }
+    bool changes = verb == "sync" || verb == "release" ||
+                   (verb == "apply" && options.apply.mode == mig::ApplyRequest::Mode::Apply);
+    if (int refused = cli.refuse_unless_root(changes && cli.common.root == "/",
+                                             "change MIG nodes, leases or layout", "");
+        refused != 0) {
+        return refused;
+    }
     auto root = Sysroot::open(cli.common.root);
     if (!root) {
         return fail(cli.common, root.error(), kMigCannotRun);

@@ -107,6 +107,7 @@ const std::vector<ToolPages>& documented_tools() {
         {"gpu-modload.8.scd", {{"modload", "--help"}}},
         {"gpu-persist.8.scd", {{"persist", "--help"}}},
         {"gpu-mig.8.scd", {{"mig", "--help"}}},
+        {"gpuinit-status.8.scd", {{"status", "--help"}}},
         {"gpu-limit.8.scd",
          {{"limit", "--help"},
           {"limit", "daemon", "--help"},
@@ -177,6 +178,7 @@ TEST(RootFirst, TheDaemonsSayTheyNeedRootBeforeAnything) {
         {GPUINIT_BIN, "limit", "daemon", "--foreground", nullptr},
         {GPUINIT_BIN, "mknod", nullptr},
         {GPUINIT_BIN, "modload", nullptr},
+        {GPUINIT_BIN, "mig", "sync", nullptr},
     };
     for (const auto& command : commands) {
         std::string output;
