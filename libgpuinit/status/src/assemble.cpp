@@ -348,6 +348,13 @@ Section assemble_mig(const MigFacts& facts) {
     }
     section.metrics.push_back(
         metric("gpuinit_mig_unnamed_instances", static_cast<double>(unnamed)));
+    size_t leased = 0;
+    for (const InstanceUse& use : uses) {
+        leased += use.leased && *use.leased ? 1 : 0;
+    }
+    // What an ok row says: a summary, not the first instance's details.
+    section.reason = format("%zu MIG instance%s, all named; %zu leased", uses.size(),
+                            uses.size() == 1 ? "" : "s", leased);
     if (facts.names_error) {
         problem(section, verdict_for(*facts.names_error), facts.names_error->text());
     } else if (!facts.names_file) {

@@ -125,6 +125,8 @@ TEST(StatusAssembly, AnInstanceTheNamesFileLacksIsADifference) {
     ASSERT_TRUE(facts.names_file->add_uuid(second.gpu_uuid, second.gi, second.ci,
                                            "MIG-aaaaaaaa-bbbb-cccc-dddd-ffffffffffff"));
     EXPECT_EQ(assemble_mig(facts).verdict, Verdict::Ok) << assemble_mig(facts).reason;
+    // An ok row sums up; it once showed the first instance's profile and UUID.
+    EXPECT_EQ(assemble_mig(facts).reason, "2 MIG instances, all named; 1 leased");
 
     facts.names_file.reset();
     EXPECT_EQ(assemble_mig(facts).verdict, Verdict::Differs);
