@@ -80,6 +80,23 @@ TEST(ModuleParams, ValuesAsTheKernelParsesThem) {
     EXPECT_TRUE(param_value_fits("", "anything"));
 }
 
+// kernel/params.c parse_one(): a bare NAME reaches the type's set() only when
+// its ops carry KERNEL_PARAM_OPS_FL_NOARG (param_ops_bool, _bint and
+// _bool_enable_only; not param_ops_invbool, which the kernel refuses bare).
+TEST(ModuleParams, BareNamesAsTheKernelTakesThem) {
+    EXPECT_TRUE(param_value_fits("bint", std::nullopt));
+    EXPECT_TRUE(param_value_fits("bool_enable_only", std::nullopt));
+    EXPECT_TRUE(param_value_fits("bool_enable_only", "on"));
+    EXPECT_FALSE(param_value_fits("bool_enable_only", "maybe"));
+    EXPECT_FALSE(param_value_fits("invbool", std::nullopt));
+    EXPECT_TRUE(param_value_fits("invbool", "n"));
+    EXPECT_FALSE(param_value_fits("string", std::nullopt));
+    EXPECT_FALSE(param_value_fits("charp", std::nullopt));
+    EXPECT_FALSE(param_value_fits("array of int", std::nullopt));
+    // A module's own type (module_param_cb with its ops) may take it.
+    EXPECT_TRUE(param_value_fits("mytype", std::nullopt));
+}
+
 TEST(ModuleParams, GoodOptionsPass) {
     EXPECT_TRUE(check_module_options("nvidia",
                                      {from_file("NVreg_DeviceFileUID=0"),
@@ -120,6 +137,19 @@ TEST(ModuleParams, ValueOfTheWrongTypeSaysTheType) {
     findings = check_module_options("nvidia", {from_file("NVreg_DeviceFileGID")}, nvidia_params());
     ASSERT_EQ(findings.size(), 1u);
     EXPECT_NE(texts(findings)[0].find("not no value"), std::string::npos) << texts(findings)[0];
+}
+
+// kernel/params.c next_arg(): only a quote that opens the word or the value
+// has its closing one taken off; a stray trailing quote stays in the value.
+TEST(ModuleParams, QuotesAsTheKernelTakesThemOff) {
+    for (const char* word : {"NVreg_DeviceFileMode=\"0660\"", "\"NVreg_DeviceFileMode=0660\"",
+                             "NVreg_DeviceFileMode=\"0660"}) {
+        EXPECT_TRUE(check_module_options("nvidia", {{word, {}}}, nvidia_params()).empty()) << word;
+    }
+    auto findings =
+        check_module_options("nvidia", {{"NVreg_DeviceFileMode=0660\"", {}}}, nvidia_params());
+    ASSERT_EQ(findings.size(), 1u);
+    EXPECT_EQ(findings[0].problem, OptionProblem::BadValue);
 }
 
 TEST(ModuleParams, ModifyDeviceFilesOtherThanZeroUndoesThePolicy) {
