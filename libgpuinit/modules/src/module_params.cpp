@@ -336,7 +336,8 @@ std::vector<OptionFinding> check_module_options(std::string_view module,
         // unless 0, every CUDA or NVML start runs nvidia-modprobe, which
         // resets every /dev/nvidia* to the DeviceFile options.
         std::string_view digits = value.value_or("");
-        if (digits.starts_with('+')) {
+        // Its sign aside (the parameter is an int), a value is 0 or not.
+        if (digits.starts_with('+') || digits.starts_with('-')) {
             digits.remove_prefix(1);
         }
         uint64_t number = 1;

@@ -161,7 +161,9 @@ TEST(ModuleParams, ModifyDeviceFilesOtherThanZeroUndoesThePolicy) {
         EXPECT_EQ(findings[0].diagnostic.where.line, 2u);
         EXPECT_NE(texts(findings)[0].find("set NVreg_ModifyDeviceFiles=0"), std::string::npos);
     }
-    for (const char* word : {"NVreg_ModifyDeviceFiles=0", "NVreg_ModifyDeviceFiles=00"}) {
+    // kstrtoint() takes "-0" and "+0x0" as 0 (lib/kstrtox.c kstrtoll).
+    for (const char* word : {"NVreg_ModifyDeviceFiles=0", "NVreg_ModifyDeviceFiles=00",
+                             "NVreg_ModifyDeviceFiles=-0", "NVreg_ModifyDeviceFiles=+0x0"}) {
         EXPECT_TRUE(check_module_options("nvidia", {from_file(word)}, nvidia_params()).empty())
             << word;
     }
