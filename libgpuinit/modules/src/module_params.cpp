@@ -172,6 +172,13 @@ bool needs_value(std::string_view type) {
            type.starts_with("array of ") || integer_type(type) != nullptr;
 }
 
+// module_param_array() declares "array of TYPE" with a standard TYPE; an
+// array of arrays is no type the kernel makes, only a hostile or broken
+// .modinfo, and is not followed (each level would be a recursion).
+bool is_nested_array(std::string_view type) {
+    return type.starts_with("array of ") && type.substr(9).starts_with("array of ");
+}
+
 // param_set_charp() refuses more than 1024 bytes.
 constexpr size_t kMaxCharp = 1024;
 
@@ -186,7 +193,7 @@ std::string describe_type(std::string_view type) {
     if (type == "charp") {
         return "a charp (a string of at most 1024 bytes)";
     }
-    if (type.starts_with("array of ")) {
+    if (type.starts_with("array of ") && !is_nested_array(type)) {
         return "an " + std::string(type) + " (comma-separated " + describe_type(type.substr(9)) +
                ")";
     }
@@ -284,6 +291,9 @@ bool param_value_fits(std::string_view type, const std::optional<std::string_vie
         return value->size() <= kMaxCharp;
     }
     if (type.starts_with("array of ")) {
+        if (is_nested_array(type)) {
+            return true;
+        }
         std::string_view element = type.substr(9);
         std::string_view rest = *value;
         while (true) {

@@ -139,6 +139,23 @@ TEST(ModuleParams, ValueOfTheWrongTypeSaysTheType) {
     EXPECT_NE(texts(findings)[0].find("not no value"), std::string::npos) << texts(findings)[0];
 }
 
+// A module's .modinfo is input too: module_param_array() makes "array of
+// TYPE" with a standard TYPE, never an array of arrays, so a deeper nesting
+// is a type this does not know (taken as it is), not a recursion as deep as
+// the entry is long.
+TEST(ModuleParams, AHostileArrayTypeIsNoDeepRecursion) {
+    std::string type;
+    for (int i = 0; i < 200000; ++i) {
+        type += "array of ";
+    }
+    type += "int";
+    auto params = params_from_modinfo({{"parmtype", "deep:" + type}});
+    ASSERT_EQ(params.size(), 1u);
+    EXPECT_TRUE(check_module_options("m", {{"deep=x", {}}}, params).empty());
+    EXPECT_TRUE(param_value_fits("array of array of int", "x"));
+    EXPECT_FALSE(param_value_fits("array of int", "x"));
+}
+
 // kernel/params.c next_arg(): only a quote that opens the word or the value
 // has its closing one taken off; a stray trailing quote stays in the value.
 TEST(ModuleParams, QuotesAsTheKernelTakesThemOff) {
