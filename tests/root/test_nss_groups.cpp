@@ -23,6 +23,9 @@ namespace {
 
 constexpr const char* kGroup = "gpuinitdirgpu";
 constexpr unsigned kGid = 47011;
+constexpr const char* kBigGroup = "gpuinitdirbig";
+constexpr unsigned kBigGid = 47013;
+constexpr int kBigGroupMembers = 5000;
 
 bool extrausers_installed() {
     for (const char* path :
@@ -40,7 +43,16 @@ bool extrausers_installed() {
 int serve_through_nss(const TempDir& dir) {
     std::ofstream(dir / "nsswitch.conf") << "passwd: files extrausers\ngroup: files extrausers\n";
     std::filesystem::create_directories(dir / "extrausers");
-    std::ofstream(dir / "extrausers/group") << kGroup << ":x:" << kGid << ":\n";
+    {
+        std::ofstream group(dir / "extrausers/group");
+        group << kGroup << ":x:" << kGid << ":\n";
+        // A directory service's big group: its entry is far over 16 KiB.
+        group << kBigGroup << ":x:" << kBigGid << ":";
+        for (int i = 0; i < kBigGroupMembers; ++i) {
+            group << (i > 0 ? "," : "") << "gpuinitmember" << i;
+        }
+        group << "\n";
+    }
     std::ofstream(dir / "extrausers/passwd")
         << "gpuinitdiruser:x:47012:" << kGid << "::/nonexistent:/usr/sbin/nologin\n";
     if (::unshare(CLONE_NEWNS) != 0) {
@@ -171,6 +183,40 @@ TEST(RootNss, GpuMknodExplainsAPolicyWithAGroupOnlyNssServes) {
         output.find(std::string("\"group\":\"") + kGroup + "\",\"gid\":" + std::to_string(kGid)),
         std::string::npos)
         << output;
+}
+
+// A group with thousands of members (common in LDAP and AD) resolves in
+// either build: getgrnam_r's ERANGE means a bigger buffer, not "no such
+// group" (which would leave every GPU node root-only).
+TEST(RootNss, AGroupWithManyMembersResolves) {
+    GPUINIT_REQUIRE_ROOT();
+    if (!extrausers_installed()) {
+        GTEST_SKIP() << "SKIPPED LOUDLY: libnss-extrausers is not installed "
+                        "(scripts/install-test-deps)";
+    }
+    TempDir dir;
+    int code = run_in_child([&] {
+        if (int failed = serve_through_nss(dir); failed != 0) {
+            return failed;
+        }
+        if (getent_id(std::string(kGetentPath), "group", kBigGroup, kGetentTimeout) != kBigGid) {
+            return 40;
+        }
+        Diagnostics diagnostics;
+        auto host = Sysroot::open("/");
+        if (!host) {
+            return 41;
+        }
+        auto accounts = AccountDb::load(*host, diagnostics);
+        if (!accounts) {
+            return 42;
+        }
+        if (accounts->group(kBigGroup) != kBigGid) {
+            return 43;
+        }
+        return 0;
+    });
+    EXPECT_EQ(code, 0) << "step " << code << " failed (10-13: namespace setup)";
 }
 
 } // namespace gpuinit

@@ -18,6 +18,7 @@
 #if GPUINIT_USE_NSS
 #include <grp.h>
 #include <pwd.h>
+#include <type_traits>
 #include <vector>
 #endif
 
@@ -28,26 +29,38 @@ namespace {
 constexpr uint64_t kMaxId = 0xfffffffeu; // (uid_t)-1 means "no change" to chown
 
 #if GPUINIT_USE_NSS
-std::optional<unsigned> nss_group(const std::string& name) {
+// getgrnam_r(3) and getpwnam_r(3) with a buffer that grows on ERANGE: a
+// directory service's group with thousands of members needs far more than a
+// first guess, and "too small" must not read as "no such group". Bounded as
+// a line of /etc/group is.
+template <typename Entry, typename Lookup>
+std::optional<unsigned> nss_lookup(const std::string& name, Lookup lookup) {
     std::vector<char> buffer(16384);
-    struct group entry {};
-    struct group* found = nullptr;
-    if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
-        found == nullptr) {
-        return std::nullopt;
+    while (true) {
+        Entry entry{};
+        Entry* found = nullptr;
+        int failed = lookup(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
+        if (failed == ERANGE && buffer.size() < kMaxAccountLine) {
+            buffer.resize(buffer.size() * 2);
+            continue;
+        }
+        if (failed != 0 || found == nullptr) {
+            return std::nullopt;
+        }
+        if constexpr (std::is_same_v<Entry, struct group>) {
+            return found->gr_gid;
+        } else {
+            return found->pw_uid;
+        }
     }
-    return found->gr_gid;
+}
+
+std::optional<unsigned> nss_group(const std::string& name) {
+    return nss_lookup<struct group>(name, getgrnam_r);
 }
 
 std::optional<unsigned> nss_user(const std::string& name) {
-    std::vector<char> buffer(16384);
-    struct passwd entry {};
-    struct passwd* found = nullptr;
-    if (getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
-        found == nullptr) {
-        return std::nullopt;
-    }
-    return found->pw_uid;
+    return nss_lookup<struct passwd>(name, getpwnam_r);
 }
 #endif
 

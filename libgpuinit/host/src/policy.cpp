@@ -298,17 +298,28 @@ Result<Policy> Policy::load(const Sysroot& root) {
 }
 
 Result<Policy> Policy::load_file(const std::string& path) {
-    // O_NONBLOCK: a FIFO planted at the path must not hang the check.
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!fd.valid()) {
+    // Root may be asked to check a user's file, a symlink to anything: the
+    // open of a device acts by itself (/dev/watchdog arms a reboot, a tape
+    // rewinds, a FIFO's writer goes on). So the file is looked at through
+    // O_PATH, which opens nothing, and only a regular one is then opened,
+    // that same inode through /proc/self/fd.
+    UniqueFd where(::open(path.c_str(), O_PATH | O_CLOEXEC));
+    if (!where.valid()) {
         return errno_error("cannot open the policy " + path);
     }
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
+    if (::fstat(where.get(), &st) != 0) {
         return errno_error("cannot stat the policy " + path);
     }
     if (!S_ISREG(st.st_mode)) {
-        return error("the policy " + path + " is not a regular file", EINVAL);
+        return error("the policy " + path + " is not a regular file; name the policy file itself",
+                     EINVAL);
+    }
+    std::string reopen = "/proc/self/fd/" + std::to_string(where.get());
+    UniqueFd fd(::open(reopen.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd.valid()) {
+        return errno_error("cannot open the policy " + path + " (through " + reopen +
+                           ": is /proc mounted?)");
     }
     auto text = read_all(fd.get(), kMaxPolicyBytes, path);
     if (!text) {

@@ -19,16 +19,39 @@ std::string param_key(std::string_view name) {
     return key;
 }
 
-// The kernel's next_arg() takes the quotes off "name=\"a b\"" and
-// "\"name=a b\"" before the parameter's parser sees the value.
-std::string_view unquote(std::string_view text) {
-    if (!text.empty() && text.front() == '"') {
-        text.remove_prefix(1);
+// One option word split as the kernel's next_arg() (kernel/params.c) does:
+// a leading quote on the word, or on the value, takes one trailing quote off;
+// a quote with no opening one stays in the value ("name=5\"" is no int).
+struct SplitWord {
+    std::string_view name;
+    std::optional<std::string_view> value;
+};
+
+SplitWord split_word(std::string_view word) {
+    bool quoted = word.starts_with('"');
+    if (quoted) {
+        word.remove_prefix(1);
     }
-    if (!text.empty() && text.back() == '"') {
-        text.remove_suffix(1);
+    SplitWord split;
+    size_t equals = word.find('=');
+    split.name = word.substr(0, equals);
+    if (equals == std::string_view::npos) {
+        if (quoted && split.name.ends_with('"')) {
+            split.name.remove_suffix(1);
+        }
+        return split;
     }
-    return text;
+    std::string_view value = word.substr(equals + 1);
+    if (value.starts_with('"')) {
+        value.remove_prefix(1);
+        if (value.ends_with('"')) {
+            value.remove_suffix(1);
+        }
+    } else if (quoted && value.ends_with('"')) {
+        value.remove_suffix(1);
+    }
+    split.value = value;
+    return split;
 }
 
 // lib/kstrtox.c _kstrtoull() with base 0: "0x" and a hex digit is hex, a
@@ -129,8 +152,31 @@ const IntegerType* integer_type(std::string_view type) {
     return nullptr;
 }
 
+// Types whose values kstrtobool() parses (param_set_bool and the ones
+// built on it).
 bool is_bool_type(std::string_view type) {
-    return type == "bool" || type == "invbool" || type == "bint";
+    return type == "bool" || type == "invbool" || type == "bint" || type == "bool_enable_only";
+}
+
+// kernel/params.c parse_one() refuses a bare NAME unless the type's ops carry
+// KERNEL_PARAM_OPS_FL_NOARG: param_ops_bool, _bool_enable_only and _bint do,
+// param_ops_invbool does not.
+bool takes_no_value(std::string_view type) {
+    return type == "bool" || type == "bint" || type == "bool_enable_only";
+}
+
+// The standard types whose ops lack KERNEL_PARAM_OPS_FL_NOARG; a type not
+// listed here (a module's own ops) may take a bare NAME.
+bool needs_value(std::string_view type) {
+    return type == "invbool" || type == "charp" || type == "string" ||
+           type.starts_with("array of ") || integer_type(type) != nullptr;
+}
+
+// module_param_array() declares "array of TYPE" with a standard TYPE; an
+// array of arrays is no type the kernel makes, only a hostile or broken
+// .modinfo, and is not followed (each level would be a recursion).
+bool is_nested_array(std::string_view type) {
+    return type.starts_with("array of ") && type.substr(9).starts_with("array of ");
 }
 
 // param_set_charp() refuses more than 1024 bytes.
@@ -147,7 +193,7 @@ std::string describe_type(std::string_view type) {
     if (type == "charp") {
         return "a charp (a string of at most 1024 bytes)";
     }
-    if (type.starts_with("array of ")) {
+    if (type.starts_with("array of ") && !is_nested_array(type)) {
         return "an " + std::string(type) + " (comma-separated " + describe_type(type.substr(9)) +
                ")";
     }
@@ -232,12 +278,11 @@ bool param_value_fits(std::string_view type, const std::optional<std::string_vie
     if (type.empty()) {
         return true;
     }
-    if (is_bool_type(type)) {
-        // The bool types alone take a bare NAME (KERNEL_PARAM_OPS_FL_NOARG).
-        return !value || fits_bool(*value);
-    }
     if (!value) {
-        return false;
+        return takes_no_value(type) || !needs_value(type);
+    }
+    if (is_bool_type(type)) {
+        return fits_bool(*value);
     }
     if (const IntegerType* integer = integer_type(type)) {
         return fits_integer(*value, integer->bits, integer->is_signed);
@@ -246,6 +291,9 @@ bool param_value_fits(std::string_view type, const std::optional<std::string_vie
         return value->size() <= kMaxCharp;
     }
     if (type.starts_with("array of ")) {
+        if (is_nested_array(type)) {
+            return true;
+        }
         std::string_view element = type.substr(9);
         std::string_view rest = *value;
         while (true) {
@@ -268,13 +316,7 @@ std::vector<OptionFinding> check_module_options(std::string_view module,
     std::vector<OptionFinding> findings;
     std::string module_name(module);
     for (const ModuleOption& option : options) {
-        std::string_view word = unquote(option.word);
-        size_t equals = word.find('=');
-        std::string_view name = word.substr(0, equals);
-        std::optional<std::string_view> value;
-        if (equals != std::string_view::npos) {
-            value = unquote(word.substr(equals + 1));
-        }
+        auto [name, value] = split_word(option.word);
         std::string key = param_key(name);
         auto param = std::find_if(params.begin(), params.end(),
                                   [&](const ModuleParam& p) { return param_key(p.name) == key; });
@@ -304,7 +346,8 @@ std::vector<OptionFinding> check_module_options(std::string_view module,
         // unless 0, every CUDA or NVML start runs nvidia-modprobe, which
         // resets every /dev/nvidia* to the DeviceFile options.
         std::string_view digits = value.value_or("");
-        if (digits.starts_with('+')) {
+        // Its sign aside (the parameter is an int), a value is 0 or not.
+        if (digits.starts_with('+') || digits.starts_with('-')) {
             digits.remove_prefix(1);
         }
         uint64_t number = 1;

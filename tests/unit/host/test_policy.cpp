@@ -1,6 +1,14 @@
 #include "gpuinit/host/policy.hpp"
+#include "temp_dir.hpp"
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 
 namespace gpuinit {
 
@@ -191,6 +199,64 @@ TEST(Policy, MigRuleForAGpuWithoutInstancesWarns) {
     EXPECT_NE(with_none.items()[2].text().find("conf:3: MIG rule: no MIG instance on GPU 0, 1 ("),
               std::string::npos)
         << with_none.items()[2].text();
+}
+
+} // namespace gpuinit
+
+namespace gpuinit {
+
+// `gpu-mknod --policy FILE` reads FILE as root, and FILE may be a user's
+// symlink to a device whose open() alone acts (/dev/watchdog arms a reboot, a
+// tape rewinds). Only a regular file may be opened for reading. A FIFO shows
+// it: a writer blocked in open() is let through by any reader's open.
+TEST(Policy, LoadFileNeverOpensWhatIsNotARegularFile) {
+    testing::TempDir dir;
+    std::string fifo = dir / "candidate.conf";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::string link = dir / "link.conf";
+    ASSERT_EQ(::symlink(fifo.c_str(), link.c_str()), 0);
+    std::atomic<bool> writer_opened{false};
+    std::thread writer([&] {
+        int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+        writer_opened = true;
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    });
+    for (const std::string& path : {fifo, link}) {
+        auto loaded = Policy::load_file(path);
+        EXPECT_FALSE(loaded) << path;
+        if (!loaded) {
+            EXPECT_NE(loaded.error().message.find("not a regular file"), std::string::npos)
+                << loaded.error().message;
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(writer_opened) << "the policy's FIFO was opened for reading";
+    // Lets the writer go.
+    int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    writer.join();
+    if (reader >= 0) {
+        ::close(reader);
+    }
+}
+
+// A regular file through a symlink is still read: the admin may point at it.
+TEST(Policy, LoadFileReadsARegularFileThroughASymlink) {
+    testing::TempDir dir;
+    std::string file = dir / "candidate.conf";
+    {
+        int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        ASSERT_GE(fd, 0);
+        std::string text = "gpu=* group=video mode=0660\n";
+        ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+        ::close(fd);
+    }
+    std::string link = dir / "link.conf";
+    ASSERT_EQ(::symlink(file.c_str(), link.c_str()), 0);
+    auto loaded = Policy::load_file(link);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->rule_for_gpu({0, "0000:17:00.0", ""}).group, "video");
 }
 
 } // namespace gpuinit

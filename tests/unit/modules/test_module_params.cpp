@@ -80,6 +80,23 @@ TEST(ModuleParams, ValuesAsTheKernelParsesThem) {
     EXPECT_TRUE(param_value_fits("", "anything"));
 }
 
+// kernel/params.c parse_one(): a bare NAME reaches the type's set() only when
+// its ops carry KERNEL_PARAM_OPS_FL_NOARG (param_ops_bool, _bint and
+// _bool_enable_only; not param_ops_invbool, which the kernel refuses bare).
+TEST(ModuleParams, BareNamesAsTheKernelTakesThem) {
+    EXPECT_TRUE(param_value_fits("bint", std::nullopt));
+    EXPECT_TRUE(param_value_fits("bool_enable_only", std::nullopt));
+    EXPECT_TRUE(param_value_fits("bool_enable_only", "on"));
+    EXPECT_FALSE(param_value_fits("bool_enable_only", "maybe"));
+    EXPECT_FALSE(param_value_fits("invbool", std::nullopt));
+    EXPECT_TRUE(param_value_fits("invbool", "n"));
+    EXPECT_FALSE(param_value_fits("string", std::nullopt));
+    EXPECT_FALSE(param_value_fits("charp", std::nullopt));
+    EXPECT_FALSE(param_value_fits("array of int", std::nullopt));
+    // A module's own type (module_param_cb with its ops) may take it.
+    EXPECT_TRUE(param_value_fits("mytype", std::nullopt));
+}
+
 TEST(ModuleParams, GoodOptionsPass) {
     EXPECT_TRUE(check_module_options("nvidia",
                                      {from_file("NVreg_DeviceFileUID=0"),
@@ -122,6 +139,36 @@ TEST(ModuleParams, ValueOfTheWrongTypeSaysTheType) {
     EXPECT_NE(texts(findings)[0].find("not no value"), std::string::npos) << texts(findings)[0];
 }
 
+// A module's .modinfo is input too: module_param_array() makes "array of
+// TYPE" with a standard TYPE, never an array of arrays, so a deeper nesting
+// is a type this does not know (taken as it is), not a recursion as deep as
+// the entry is long.
+TEST(ModuleParams, AHostileArrayTypeIsNoDeepRecursion) {
+    std::string type;
+    for (int i = 0; i < 200000; ++i) {
+        type += "array of ";
+    }
+    type += "int";
+    auto params = params_from_modinfo({{"parmtype", "deep:" + type}});
+    ASSERT_EQ(params.size(), 1u);
+    EXPECT_TRUE(check_module_options("m", {{"deep=x", {}}}, params).empty());
+    EXPECT_TRUE(param_value_fits("array of array of int", "x"));
+    EXPECT_FALSE(param_value_fits("array of int", "x"));
+}
+
+// kernel/params.c next_arg(): only a quote that opens the word or the value
+// has its closing one taken off; a stray trailing quote stays in the value.
+TEST(ModuleParams, QuotesAsTheKernelTakesThemOff) {
+    for (const char* word : {"NVreg_DeviceFileMode=\"0660\"", "\"NVreg_DeviceFileMode=0660\"",
+                             "NVreg_DeviceFileMode=\"0660"}) {
+        EXPECT_TRUE(check_module_options("nvidia", {{word, {}}}, nvidia_params()).empty()) << word;
+    }
+    auto findings =
+        check_module_options("nvidia", {{"NVreg_DeviceFileMode=0660\"", {}}}, nvidia_params());
+    ASSERT_EQ(findings.size(), 1u);
+    EXPECT_EQ(findings[0].problem, OptionProblem::BadValue);
+}
+
 TEST(ModuleParams, ModifyDeviceFilesOtherThanZeroUndoesThePolicy) {
     for (const char* word : {"NVreg_ModifyDeviceFiles=1", "NVreg_ModifyDeviceFiles=0x1",
                              "NVreg_ModifyDeviceFiles=-1"}) {
@@ -131,7 +178,9 @@ TEST(ModuleParams, ModifyDeviceFilesOtherThanZeroUndoesThePolicy) {
         EXPECT_EQ(findings[0].diagnostic.where.line, 2u);
         EXPECT_NE(texts(findings)[0].find("set NVreg_ModifyDeviceFiles=0"), std::string::npos);
     }
-    for (const char* word : {"NVreg_ModifyDeviceFiles=0", "NVreg_ModifyDeviceFiles=00"}) {
+    // kstrtoint() takes "-0" and "+0x0" as 0 (lib/kstrtox.c kstrtoll).
+    for (const char* word : {"NVreg_ModifyDeviceFiles=0", "NVreg_ModifyDeviceFiles=00",
+                             "NVreg_ModifyDeviceFiles=-0", "NVreg_ModifyDeviceFiles=+0x0"}) {
         EXPECT_TRUE(check_module_options("nvidia", {from_file(word)}, nvidia_params()).empty())
             << word;
     }
