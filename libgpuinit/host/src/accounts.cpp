@@ -87,7 +87,8 @@ std::optional<unsigned> id_from_getent(std::string_view line, std::string_view n
 } // namespace
 
 std::optional<unsigned> getent_id(const std::string& program, std::string_view database,
-                                  std::string_view name, std::chrono::milliseconds timeout) {
+                                  std::string_view name, std::chrono::milliseconds timeout,
+                                  bool* late) {
     // What getent prints up to the id fits in this; a group with many
     // members is cut there, and the rest is not needed.
     constexpr size_t kMaxAnswer = 4096;
@@ -145,6 +146,9 @@ std::optional<unsigned> getent_id(const std::string& program, std::string_view d
         answer.append(buffer, static_cast<size_t>(got));
     }
     bool cut = !finished && answer.size() >= kMaxAnswer;
+    if (late != nullptr) {
+        *late = !finished && !cut;
+    }
     if (!finished) {
         ::kill(pid, SIGKILL);
     }
@@ -298,8 +302,16 @@ std::optional<unsigned> AccountDb::ask_nss(bool is_group, std::string_view name)
 #if GPUINIT_USE_NSS
     std::optional<unsigned> id = is_group ? nss_group(key) : nss_user(key);
 #else
-    std::optional<unsigned> id =
-        getent_id(std::string(kGetentPath), is_group ? "group" : "passwd", name, kGetentTimeout);
+    // A directory service that did not answer in time is not asked again in
+    // this run: with a name per GPU, a hung LDAP server would otherwise cost
+    // every name its timeout, past udev's event timeout.
+    if (nss_unanswered_) {
+        return std::nullopt;
+    }
+    bool late = false;
+    std::optional<unsigned> id = getent_id(std::string(kGetentPath), is_group ? "group" : "passwd",
+                                           name, kGetentTimeout, &late);
+    nss_unanswered_ = late;
 #endif
     cache.emplace(std::move(key), id);
     return id;

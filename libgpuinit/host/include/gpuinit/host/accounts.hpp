@@ -50,6 +50,7 @@ class AccountDb {
     // (getgrnam_r, or getent in the static build), each once.
     bool use_nss_ = false;
     mutable std::unordered_map<std::string, std::optional<unsigned>> nss_cache_[2];
+    mutable bool nss_unanswered_ = false; // getent was killed at its timeout
 };
 
 // getent(1), which the static build asks for names that only NSS serves
@@ -60,9 +61,11 @@ inline constexpr std::chrono::milliseconds kGetentTimeout{5000};
 // The id that `program` (getent) gives `name` in `database` ("group" or
 // "passwd"): run only when it is root's alone (exec_trusted_program), with
 // an empty environment, killed after `timeout`; its one line must name
-// `name`. nullopt when it cannot run, fails, is late or answers otherwise.
+// `name`. nullopt when it cannot run, fails, is late or answers otherwise;
+// `late`, when given, says whether it was killed at the timeout.
 std::optional<unsigned> getent_id(const std::string& program, std::string_view database,
-                                  std::string_view name, std::chrono::milliseconds timeout);
+                                  std::string_view name, std::chrono::milliseconds timeout,
+                                  bool* late = nullptr);
 
 // "1234" -> 1234: an all-digit name in the policy is a uid or gid, without a
 // leading zero and below 4294967295 ((uid_t)-1 means "no change" to chown).
