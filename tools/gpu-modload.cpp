@@ -179,8 +179,8 @@ int run(int argc, char** argv) {
     if (live && root->is_host()) {
         return cli.usage_error("--live is for --root DIR; without it gpu-modload loads anyway");
     }
-    if (int refused = cli.refuse_unless_root(!dry_run, "load kernel modules",
-                                             "see the plan with --dry-run");
+    if (int refused =
+            cli.refuse_unless_root(!dry_run, "load kernel modules", "see the plan with --dry-run");
         refused != 0) {
         return refused;
     }

@@ -6,9 +6,9 @@
 #
 #   repack-upgrade.sh DEB_DIR OUT_DIR [VERSION]
 #
-# The new version changes one kind of conffile, as a real upgrade does: the
-# SysV scripts in /etc/init.d get a comment line naming VERSION, so an
-# upgrade must replace each one the admin did not edit.
+# The new version changes conffiles as a real upgrade does: the SysV
+# scripts in /etc/init.d and the cron line in /etc/cron.d get a comment line
+# naming VERSION, so an upgrade must replace each one the admin did not edit.
 # /etc/default/gpu-restriction stays as built: an admin's edit of it is
 # kept without a question (dpkg asks only when both changed it).
 set -euo pipefail
@@ -52,7 +52,7 @@ for deb in "$limit" "$tools"; do
   fi
   if [[ -f $root/DEBIAN/conffiles ]]; then
     while read -r conffile; do
-      [[ $conffile == /etc/init.d/* ]] || continue
+      [[ $conffile == /etc/init.d/* || $conffile == /etc/cron.d/* ]] || continue
       echo "# $version (tests/packaging/repack-upgrade.sh)" >>"$root$conffile"
       # dh_md5sums leaves conffiles out (dpkg keeps their sums apart); a
       # line there would go stale.
