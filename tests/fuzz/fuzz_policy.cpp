@@ -14,8 +14,9 @@ using namespace gpuinit;
 using namespace gpuinit::fuzz;
 
 void check_rule(const AccessRule& rule, const Policy& policy) {
-    FUZZ_CHECK(valid_account_name(rule.group));
-    FUZZ_CHECK(valid_account_name(rule.owner));
+    // A name, or an id written as a number (gpu-restriction.conf(5)).
+    FUZZ_CHECK(valid_account_name(rule.group) || account_number(rule.group));
+    FUZZ_CHECK(valid_account_name(rule.owner) || account_number(rule.owner));
     FUZZ_CHECK(rule.group.find("{minor}") == std::string::npos);
     FUZZ_CHECK(rule.mode <= 0777);
     FUZZ_CHECK(rule.origin == "built-in default" || rule.origin.starts_with(policy.source() + ":"));
